@@ -1,0 +1,412 @@
+package embedded
+
+import (
+	"encoding/binary"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/jobstage/jobstage/kv"
+)
+
+// commitReq is a transaction asking to commit.
+type commitReq struct {
+	start      time.Time
+	rv         uint64
+	readKeys   map[string]struct{}
+	readRanges []kv.Range
+	writeKeys  map[string]struct{}
+	writeRngs  []kv.Range
+	buf        *writeBuffer
+	watches    []*watchEntry
+	done       chan commitResult
+}
+
+type commitResult struct {
+	stamp kv.Versionstamp
+	err   error
+}
+
+var errClosed = kv.ErrTransactionCancelled.WithDetail("store is closed")
+
+// submit hands req to the committer and waits for its answer.
+func (s *Store) submit(req *commitReq) commitResult {
+	select {
+	case s.commitCh <- req:
+	case <-s.stop:
+		return commitResult{err: errClosed}
+	}
+	select {
+	case res := <-req.done:
+		return res
+	case <-s.done:
+		// The committer answers every request it took before it exits.
+		select {
+		case res := <-req.done:
+			return res
+		default:
+			return commitResult{err: errClosed}
+		}
+	}
+}
+
+// commitLoop is the committer: FoundationDB's commit proxy and resolver in
+// one goroutine. It takes every transaction waiting to commit (up to
+// MaxBatch), resolves them in arrival order against recent writes and
+// against each other, gives the batch one commit version and each survivor
+// its order in the batch (together, the versionstamp), and hands the
+// survivors and the new version to Pebble as one batch. It does not wait
+// for the fsync: the batch goes on to syncLoop, which waits for it, then
+// publishes the version to new readers, fires watches and answers. So the
+// next batch is resolved and written while this one syncs, and Pebble
+// syncs every batch that reached its log during one fsync with the next
+// one: a durable commit costs a share of an fsync, not a whole one.
+//
+// A batch is visible in Pebble before it is durable, but no transaction
+// sees it early: readers read Pebble snapshots, and the snapshot of a
+// version is taken right after that version's batch was applied (the
+// committer is Pebble's only writer, so it shows exactly that version) and
+// handed to readers only once the batch is durable.
+func (s *Store) commitLoop() {
+	defer func() {
+		close(s.syncCh)
+		<-s.synced
+		close(s.done)
+	}()
+	batch := make([]*commitReq, 0, s.opts.MaxBatch)
+	for {
+		select {
+		case req := <-s.commitCh:
+			batch = append(batch[:0:0], req)
+		case <-s.stop:
+			for {
+				select {
+				case req := <-s.commitCh:
+					req.done <- commitResult{err: errClosed}
+				default:
+					return
+				}
+			}
+		}
+	gather:
+		for len(batch) < s.opts.MaxBatch {
+			select {
+			case req := <-s.commitCh:
+				batch = append(batch, req)
+			default:
+				break gather
+			}
+		}
+		s.commitBatch(batch)
+	}
+}
+
+// syncBatch is a batch written to Pebble, waiting for its fsync.
+type syncBatch struct {
+	version  uint64
+	pb       *pebble.Batch // nil: nothing was written
+	snap     *pebble.Snapshot
+	reqs     []*commitReq
+	results  []commitResult
+	ov       *overlay
+	accepted []*commitReq
+	// watchVals[i][j] is the value, right after this batch, of the key of
+	// accepted[i].watches[j].
+	watchVals [][]ovVal
+}
+
+// commitBatch resolves a batch and writes it to Pebble.
+func (s *Store) commitBatch(batch []*commitReq) {
+	now := time.Now()
+	s.res.prune(s.oldestLiveVersion(), now.Add(-s.opts.TransactionLifetime))
+
+	results := make([]commitResult, len(batch))
+	if err := s.brokenErr(); err != nil {
+		for i := range batch {
+			results[i].err = err
+		}
+		s.answer(batch, results)
+		return
+	}
+	version := s.nextVersion
+	pb := s.db.NewBatch()
+	ov := &overlay{s: s, vals: make(map[string]ovVal)}
+	rec := batchRecord{version: version, at: now}
+	order := 0
+	var accepted []*commitReq
+	for i, req := range batch {
+		if req.rv < s.res.prunedThrough || now.Sub(req.start) > s.opts.TransactionLifetime {
+			results[i].err = kv.ErrTransactionTooOld.WithDetail("read version %d is too old to resolve", req.rv)
+			continue
+		}
+		if s.res.conflicts(req.rv, req.readKeys, req.readRanges) {
+			results[i].err = kv.ErrNotCommitted
+			continue
+		}
+		var stamp kv.Versionstamp
+		binary.BigEndian.PutUint64(stamp[:8], version)
+		binary.BigEndian.PutUint16(stamp[8:], uint16(order))
+		order++
+		keys, ranges, err := ov.apply(pb, req, stamp)
+		if err == nil {
+			for _, e := range req.watches {
+				if e.pending {
+					if e.seen, e.exists, err = ov.get([]byte(e.key)); err != nil {
+						break
+					}
+				}
+			}
+		}
+		if err != nil {
+			// Only a broken Pebble batch or read fails here, and the batch
+			// may hold part of this transaction: write nothing of the round.
+			pb.Close()
+			s.failBatch(batch, results, err)
+			return
+		}
+		// The transaction's writes now conflict with every later reader,
+		// including later transactions of this batch.
+		s.res.record(version, keys, ranges, &rec)
+		results[i].stamp = stamp
+		accepted = append(accepted, req)
+	}
+	s.res.batches = append(s.res.batches, rec)
+	if len(accepted) == 0 {
+		pb.Close()
+		s.answer(batch, results)
+		return
+	}
+	var vb [8]byte
+	binary.BigEndian.PutUint64(vb[:], version)
+	_ = pb.Set(versionKey, vb[:], nil)
+	var err error
+	if s.opts.NoSync {
+		err = s.db.Apply(pb, pebble.NoSync)
+	} else {
+		err = s.db.ApplyNoSyncWait(pb, pebble.Sync)
+	}
+	if err != nil {
+		pb.Close()
+		s.failBatch(batch, results, kv.ErrCommitUnknownResult.WithDetail("write to the data directory failed: %v", err))
+		return
+	}
+	s.nextVersion++
+	sb := &syncBatch{
+		version:  version,
+		pb:       pb,
+		snap:     s.db.NewSnapshot(),
+		reqs:     batch,
+		results:  results,
+		ov:       ov,
+		accepted: accepted,
+	}
+	// Watches registered by this batch compare against the values right
+	// after it, read now before the next batch lands.
+	for _, req := range accepted {
+		vals := make([]ovVal, len(req.watches))
+		for j, e := range req.watches {
+			v, ok, gerr := ov.get([]byte(e.key))
+			if gerr != nil {
+				err = gerr
+			}
+			vals[j] = ovVal{value: v, exists: ok}
+		}
+		sb.watchVals = append(sb.watchVals, vals)
+	}
+	if err != nil {
+		s.markBroken(err)
+	}
+	s.syncCh <- sb
+}
+
+// syncLoop waits for each written batch to be durable, in version order,
+// then publishes it.
+func (s *Store) syncLoop() {
+	defer close(s.synced)
+	for sb := range s.syncCh {
+		var err error
+		if !s.opts.NoSync {
+			err = sb.pb.SyncWait()
+		}
+		sb.pb.Close()
+		if err == nil {
+			err = s.brokenErr()
+		}
+		if err != nil {
+			sb.snap.Close()
+			s.failBatch(sb.reqs, sb.results, kv.ErrCommitUnknownResult.WithDetail("sync of the data directory failed: %v", err))
+			continue
+		}
+		s.mu.Lock()
+		s.mu.version = sb.version
+		s.mu.current = &snapRef{version: sb.version, snap: sb.snap}
+		s.mu.live = append(s.mu.live, s.mu.current)
+		s.collectSnapshotsLocked()
+		s.mu.Unlock()
+		s.fireWatches(sb)
+		s.answer(sb.reqs, sb.results)
+	}
+}
+
+// failBatch answers every transaction of the batch that had not failed
+// already with err, and stops the store: after a failed write Pebble's
+// state is unknown, so nothing may build on it.
+func (s *Store) failBatch(batch []*commitReq, results []commitResult, err error) {
+	s.markBroken(err)
+	for i := range results {
+		if results[i].err == nil {
+			results[i].err = err
+		}
+	}
+	s.answer(batch, results)
+}
+
+func (s *Store) markBroken(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.broken == nil {
+		s.mu.broken = kv.ErrOperationFailed.WithDetail("store stopped after a failed write: %v", err)
+	}
+}
+
+func (s *Store) brokenErr() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.broken
+}
+
+func (s *Store) answer(batch []*commitReq, results []commitResult) {
+	for i, req := range batch {
+		req.done <- results[i]
+	}
+}
+
+// fireWatches fires registered watches on the keys a batch changed, then
+// registers the watches of the transactions it committed.
+func (s *Store) fireWatches(sb *syncBatch) {
+	if s.watches.hasAny() {
+		for k, v := range sb.ov.vals {
+			s.watches.notify(k, v.value, v.exists)
+		}
+		for _, c := range sb.ov.cleared {
+			for _, k := range s.watches.keysIn(c) {
+				if _, ok := sb.ov.vals[k]; !ok {
+					s.watches.notify(k, nil, false)
+				}
+			}
+		}
+	}
+	for i, req := range sb.accepted {
+		for j, e := range req.watches {
+			v := sb.watchVals[i][j]
+			s.watches.register(e, v.value, v.exists)
+		}
+	}
+}
+
+// overlay is the state of the keys a batch wrote, on top of Pebble's last
+// committed state, so that atomics and watches of later transactions in the
+// batch see the writes of earlier ones before the batch is written.
+type overlay struct {
+	s       *Store
+	vals    map[string]ovVal
+	cleared []kv.Range
+}
+
+type ovVal struct {
+	value  []byte
+	exists bool
+}
+
+// get returns the key's value as of the writes applied so far.
+func (ov *overlay) get(key []byte) ([]byte, bool, error) {
+	if v, ok := ov.vals[string(key)]; ok {
+		return v.value, v.exists, nil
+	}
+	for _, c := range ov.cleared {
+		if c.Contains(key) {
+			return nil, false, nil
+		}
+	}
+	v, err := ov.s.getLatest(key)
+	if err != nil {
+		return nil, false, kv.ErrOperationFailed.WithDetail("read for commit: %v", err)
+	}
+	return v, v != nil, nil
+}
+
+func (ov *overlay) set(key string, value []byte, exists bool) {
+	ov.vals[key] = ovVal{value: value, exists: exists}
+}
+
+func (ov *overlay) clearRange(r kv.Range) {
+	for k := range ov.vals {
+		if r.Contains([]byte(k)) {
+			delete(ov.vals, k)
+		}
+	}
+	ov.cleared = append(ov.cleared, r)
+}
+
+// apply writes one transaction's buffer into the Pebble batch and the
+// overlay, and returns the keys and ranges it wrote (its write conflict
+// ranges).
+func (ov *overlay) apply(pb *pebble.Batch, req *commitReq, stamp kv.Versionstamp) (keys []string, ranges []kv.Range, err error) {
+	buf := req.buf
+	for _, c := range buf.cleared {
+		if err := pb.DeleteRange(c.Begin, c.End, nil); err != nil {
+			return nil, nil, kv.ErrOperationFailed.WithDetail("clear range: %v", err)
+		}
+		ov.clearRange(c)
+		ranges = append(ranges, c)
+	}
+	buf.ascend(func(e *bufEntry) bool {
+		k := []byte(e.key)
+		var v []byte
+		exists := true
+		switch e.kind {
+		case opSet:
+			v = e.value
+		case opClear:
+			exists = false
+		case opAtomic:
+			var base []byte
+			var ok bool
+			base, ok, err = ov.get(k)
+			if err != nil {
+				return false
+			}
+			v, exists = e.resolve(base, ok)
+		case opVSValue:
+			v = stampInto(e.value, stamp)
+		}
+		if exists {
+			err = pb.Set(k, v, nil)
+		} else {
+			err = pb.Delete(k, nil)
+		}
+		if err != nil {
+			err = kv.ErrOperationFailed.WithDetail("write: %v", err)
+			return false
+		}
+		ov.set(e.key, v, exists)
+		keys = append(keys, e.key)
+		return true
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, vk := range buf.vsKeys {
+		k := stampInto(vk.Key, stamp)
+		if err := pb.Set(k, vk.Value, nil); err != nil {
+			return nil, nil, kv.ErrOperationFailed.WithDetail("write: %v", err)
+		}
+		ov.set(string(k), vk.Value, true)
+		keys = append(keys, string(k))
+	}
+	for k := range req.writeKeys {
+		keys = append(keys, k)
+	}
+	ranges = append(ranges, req.writeRngs...)
+	return keys, ranges, nil
+}

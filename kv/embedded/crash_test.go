@@ -1,0 +1,346 @@
+package embedded_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jobstage/jobstage/kv"
+	"github.com/jobstage/jobstage/kv/embedded"
+)
+
+// The crash test runs this test binary again as a child process that
+// writes to a store and reports each acknowledged commit on stdout; the
+// parent kills it with SIGKILL mid-load, reopens the store and checks that
+// every acknowledged commit survived and that no transaction survived in
+// part.
+const childEnv = "JOBSTAGE_EMBEDDED_CRASH_CHILD"
+
+func TestMain(m *testing.M) {
+	switch os.Getenv(childEnv) {
+	case "load":
+		first, _ := strconv.Atoi(os.Getenv("JOBSTAGE_EMBEDDED_FIRST"))
+		crashChildLoad(os.Getenv("JOBSTAGE_EMBEDDED_DIR"), first)
+		return
+	case "hold":
+		crashChildHold(os.Getenv("JOBSTAGE_EMBEDDED_DIR"))
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func crashKeyA(n int) []byte { return fmt.Appendf(nil, "a/%09d", n) }
+func crashKeyB(n int) []byte { return fmt.Appendf(nil, "b/%09d", n) }
+
+var crashCounter = []byte("counter")
+
+// crashChildLoad commits forever from 16 goroutines; each transaction
+// writes two keys and bumps a counter, and is printed once acknowledged.
+func crashChildLoad(dir string, first int) {
+	st, err := embedded.Open(dir, embedded.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	db := kv.NewDB(st, kv.Options{})
+	out := bufio.NewWriter(os.Stdout)
+	var mu sync.Mutex
+	next := first
+	var wg sync.WaitGroup
+	for g := 0; g < 16; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				n := next
+				next++
+				mu.Unlock()
+				value := bytes.Repeat([]byte{byte(n)}, 200)
+				err := db.Transact(context.Background(), func(tx kv.Tx) error {
+					tx.Set(crashKeyA(n), value)
+					tx.Set(crashKeyB(n), value)
+					tx.Add(crashCounter, 1)
+					return nil
+				})
+				if err != nil {
+					fmt.Fprintln(os.Stderr, err)
+					os.Exit(2)
+				}
+				mu.Lock()
+				fmt.Fprintf(out, "%d\n", n)
+				out.Flush()
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// crashChildHold opens the store, says so, and waits to be killed.
+func crashChildHold(dir string) {
+	if _, err := embedded.Open(dir, embedded.Options{}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	fmt.Println("open")
+	select {}
+}
+
+func startChild(t *testing.T, mode, dir string, env ...string) (*exec.Cmd, *bufio.Scanner) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+mode, "JOBSTAGE_EMBEDDED_DIR="+dir)
+	cmd.Env = append(cmd.Env, env...)
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return cmd, bufio.NewScanner(stdout)
+}
+
+func TestCrashDurability(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills a child process mid-load")
+	}
+	dir := t.TempDir()
+	for round := 0; round < 3; round++ {
+		// Each round writes new keys, so every key written is one
+		// transaction and the counter must equal the number of keys.
+		cmd, lines := startChild(t, "load", dir, fmt.Sprintf("JOBSTAGE_EMBEDDED_FIRST=%d", round*1_000_000))
+		acked := map[int]bool{}
+		for len(acked) < 2000 && lines.Scan() {
+			n, err := strconv.Atoi(lines.Text())
+			if err != nil {
+				t.Fatalf("child wrote %q", lines.Text())
+			}
+			acked[n] = true
+		}
+		if len(acked) < 2000 {
+			t.Fatalf("round %d: child stopped after %d commits", round, len(acked))
+		}
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		cmd.Wait()
+		// Lines still in the pipe are acknowledged commits too.
+		for lines.Scan() {
+			if n, err := strconv.Atoi(lines.Text()); err == nil {
+				acked[n] = true
+			}
+		}
+
+		st, err := embedded.Open(dir, embedded.Options{})
+		if err != nil {
+			t.Fatalf("reopen after kill -9: %v", err)
+		}
+		db := kv.NewDB(st, kv.Options{})
+		err = db.ReadTransact(context.Background(), func(tx kv.ReadTx) error {
+			as, err := tx.GetRange(kv.Range{Begin: []byte("a/"), End: []byte("a0")}, kv.RangeOptions{})
+			if err != nil {
+				return err
+			}
+			bs, err := tx.GetRange(kv.Range{Begin: []byte("b/"), End: []byte("b0")}, kv.RangeOptions{})
+			if err != nil {
+				return err
+			}
+			counter, err := tx.Get(crashCounter)
+			if err != nil {
+				return err
+			}
+			if len(as) != len(bs) {
+				return fmt.Errorf("%d a-keys but %d b-keys: a transaction survived in part", len(as), len(bs))
+			}
+			if got := kv.DecodeInt64(counter); got != int64(len(as)) {
+				return fmt.Errorf("counter %d but %d transactions: a transaction survived in part", got, len(as))
+			}
+			present := map[int]bool{}
+			for i, a := range as {
+				if !bytes.Equal(a.Key[1:], bs[i].Key[1:]) || !bytes.Equal(a.Value, bs[i].Value) {
+					return fmt.Errorf("a/b mismatch at %q / %q", a.Key, bs[i].Key)
+				}
+				n, err := strconv.Atoi(strings.TrimPrefix(string(a.Key), "a/"))
+				if err != nil {
+					return fmt.Errorf("unexpected key %q", a.Key)
+				}
+				present[n] = true
+			}
+			for n := range acked {
+				if !present[n] {
+					return fmt.Errorf("acknowledged commit %d lost", n)
+				}
+			}
+			t.Logf("round %d: %d acknowledged, %d present after kill -9", round, len(acked), len(as))
+			return nil
+		})
+		if cerr := db.Close(); cerr != nil {
+			t.Fatal(cerr)
+		}
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+	}
+}
+
+func TestDirectoryLockedByAnotherProcess(t *testing.T) {
+	dir := t.TempDir()
+	_, lines := startChild(t, "hold", dir)
+	if !lines.Scan() || lines.Text() != "open" {
+		t.Fatalf("child did not open the store")
+	}
+	_, err := embedded.Open(dir, embedded.Options{})
+	if !errors.Is(err, embedded.ErrLocked) {
+		t.Fatalf("Open of a directory held by another process: %v, want ErrLocked", err)
+	}
+	if !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "process") {
+		t.Fatalf("error does not name the directory and holder: %v", err)
+	}
+}
+
+func TestDirectoryLockedInProcess(t *testing.T) {
+	dir := t.TempDir()
+	st, err := embedded.Open(dir, embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := embedded.Open(dir, embedded.Options{}); !errors.Is(err, embedded.ErrLocked) {
+		t.Fatalf("second Open: %v, want ErrLocked", err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st, err = embedded.Open(dir, embedded.Options{})
+	if err != nil {
+		t.Fatalf("Open after Close: %v", err)
+	}
+	st.Close()
+}
+
+func TestCorruptDirectory(t *testing.T) {
+	dir := t.TempDir()
+	st, err := embedded.Open(dir, embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := kv.NewDB(st, kv.Options{})
+	if err := db.Transact(context.Background(), func(tx kv.Tx) error {
+		tx.Set([]byte("k"), []byte("v"))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	manifests, _ := filepath.Glob(filepath.Join(dir, "MANIFEST-*"))
+	if len(manifests) == 0 {
+		t.Fatal("no MANIFEST in the store directory")
+	}
+	for _, m := range manifests {
+		if err := os.WriteFile(m, bytes.Repeat([]byte{0xde, 0xad}, 100), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = embedded.Open(dir, embedded.Options{})
+	if err == nil {
+		t.Fatal("Open of a corrupt directory succeeded")
+	}
+	if !strings.Contains(err.Error(), dir) {
+		t.Fatalf("error does not name the directory: %v", err)
+	}
+	t.Logf("corrupt directory: %v", err)
+}
+
+func TestNotAStoreDirectory(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "CURRENT"), []byte("garbage\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := embedded.Open(dir, embedded.Options{}); err == nil {
+		t.Fatal("Open of a directory with a bogus CURRENT file succeeded")
+	}
+}
+
+func TestVersionstampsIncreaseAcrossRestarts(t *testing.T) {
+	dir := t.TempDir()
+	var last kv.Versionstamp
+	for round := 0; round < 3; round++ {
+		st, err := embedded.Open(dir, embedded.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		db := kv.NewDB(st, kv.Options{})
+		for i := 0; i < 5; i++ {
+			f, err := kv.Transact(context.Background(), db, func(tx kv.Tx) (*kv.Future[kv.Versionstamp], error) {
+				tx.Set([]byte("k"), []byte{byte(i)})
+				return tx.Versionstamp(), nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			vs, err := f.Get(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Compare(vs[:], last[:]) <= 0 {
+				t.Fatalf("round %d: versionstamp %x not after %x", round, vs, last)
+			}
+			last = vs
+		}
+		db.Close()
+	}
+}
+
+func TestCloseFailsWatchesAndTransactions(t *testing.T) {
+	st, err := embedded.Open("", embedded.Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := kv.NewDB(st, kv.Options{})
+	ctx := context.Background()
+	w, err := kv.Transact(ctx, db, func(tx kv.Tx) (kv.Watch, error) {
+		return tx.Watch([]byte("k")), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	open, err := db.CreateTransaction(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := w.Wait(waitCtx); err == nil || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("watch after Close: %v, want a store error", err)
+	}
+	if _, err := open.Get([]byte("k")); err == nil {
+		t.Fatal("read after Close succeeded")
+	}
+	open.Set([]byte("k"), []byte("v"))
+	if err := open.Commit(); err == nil {
+		t.Fatal("commit after Close succeeded")
+	}
+	if err := db.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}

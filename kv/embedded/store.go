@@ -1,0 +1,311 @@
+package embedded
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/jobstage/jobstage/kv"
+)
+
+// Defaults of Options.
+const (
+	DefaultTransactionLifetime = 5 * time.Second
+	DefaultMaxBatch            = 1024
+	DefaultMaxWatches          = 10_000
+)
+
+// Options configure a Store.
+type Options struct {
+	// InMemory keeps everything in memory (Pebble's in-memory filesystem):
+	// nothing survives Close. For tests.
+	InMemory bool
+	// TransactionLifetime is how long a transaction may live from its read
+	// version to its commit (FoundationDB: 5 s). Tests shorten it.
+	TransactionLifetime time.Duration
+	// MaxBatch bounds how many transactions one commit round resolves and
+	// writes as one synced batch.
+	MaxBatch int
+	// MaxWatches bounds the watches outstanding at once (FoundationDB's
+	// default is 10,000); past it Watch fails with too_many_watches.
+	MaxWatches int
+	// NoSync skips the fsync of each commit round. Commits are then not
+	// durable across a machine crash (they still are across a process
+	// crash). For benchmarks that want to measure the rest.
+	NoSync bool
+}
+
+// System keys, outside the user keyspace (which ends at 0xff).
+var (
+	versionKey = []byte("\xff/jobstage/version")
+	formatKey  = []byte("\xff/jobstage/format")
+)
+
+const formatValue = "jobstage-embedded/1"
+
+// Store is the embedded backend: FoundationDB's transaction semantics on a
+// Pebble database in one process. See the package documentation.
+type Store struct {
+	opts  Options
+	dir   string
+	lock  *dirLock
+	db    *pebble.DB
+	wopts *pebble.WriteOptions
+
+	commitCh chan *commitReq
+	syncCh   chan *syncBatch
+	stop     chan struct{} // closed by Close: no new commits
+	synced   chan struct{} // closed when syncLoop has exited
+	done     chan struct{} // closed when the committer and syncLoop have exited
+	watches  *watchSet
+
+	// Owned by the committer goroutine.
+	res         *resolver
+	nextVersion uint64
+
+	// closeMu is held for reading by every read of Pebble and for writing
+	// by Close, so Close never pulls the database from under a read.
+	closeMu   sync.RWMutex
+	closed    bool // REQUIRES: closeMu or mu held to read; both to write
+	closeOnce sync.Once
+	closeErr  error
+
+	mu struct {
+		sync.Mutex
+		// version is the last published commit version: transactions that
+		// start now read at it.
+		version uint64
+		// current is the snapshot of version; live holds it and every
+		// older snapshot still referenced, oldest first.
+		current *snapRef
+		live    []*snapRef
+		broken  error // set when a write to Pebble failed; the store refuses commits
+	}
+}
+
+// snapRef is a reference-counted Pebble snapshot that shows exactly the
+// state at one commit version. Transactions that start at the same version
+// share it.
+type snapRef struct {
+	version uint64
+	snap    *pebble.Snapshot
+	refs    int
+}
+
+var _ kv.Backend = (*Store)(nil)
+
+// Open opens (creating if needed) the store in dir. With opts.InMemory, dir
+// is ignored. A directory already opened by another Store, in this or
+// another process, gives an error matching ErrLocked.
+func Open(dir string, opts Options) (*Store, error) {
+	if opts.TransactionLifetime <= 0 {
+		opts.TransactionLifetime = DefaultTransactionLifetime
+	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = DefaultMaxBatch
+	}
+	if opts.MaxBatch > 65536 {
+		return nil, errors.New("kv/embedded: MaxBatch must be at most 65536 (the versionstamp's batch order is 2 bytes)")
+	}
+	if opts.MaxWatches <= 0 {
+		opts.MaxWatches = DefaultMaxWatches
+	}
+	s := &Store{
+		opts:     opts,
+		dir:      dir,
+		commitCh: make(chan *commitReq, opts.MaxBatch),
+		syncCh:   make(chan *syncBatch, 64),
+		synced:   make(chan struct{}),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+		res:      newResolver(),
+		watches:  newWatchSet(opts.MaxWatches),
+		wopts:    pebble.Sync,
+	}
+	if opts.NoSync {
+		s.wopts = pebble.NoSync
+	}
+	popts := &pebble.Options{
+		Logger:       quietLogger{},
+		MemTableSize: 64 << 20,
+	}
+	if opts.InMemory {
+		popts.FS = vfs.NewMem()
+		dir = ""
+	} else {
+		if dir == "" {
+			return nil, errors.New("kv/embedded: no data directory given")
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("kv/embedded: create data directory: %w", err)
+		}
+		lock, err := lockDir(dir)
+		if err != nil {
+			return nil, err
+		}
+		s.lock = lock
+	}
+	db, err := pebble.Open(dir, popts)
+	if err != nil {
+		s.lock.release()
+		if errors.Is(err, pebble.ErrCorruption) {
+			return nil, fmt.Errorf("kv/embedded: data directory %s is corrupt: %w", s.dir, err)
+		}
+		return nil, fmt.Errorf("kv/embedded: open data directory %s (damaged or not a jobstage store?): %w", s.dir, err)
+	}
+	s.db = db
+	if err := s.recover(); err != nil {
+		db.Close()
+		s.lock.release()
+		return nil, err
+	}
+	s.nextVersion = s.mu.version + 1
+	s.mu.current = &snapRef{version: s.mu.version, snap: db.NewSnapshot()}
+	s.mu.live = []*snapRef{s.mu.current}
+	go s.commitLoop()
+	go s.syncLoop()
+	return s, nil
+}
+
+// recover reads the last commit version and checks the format marker.
+func (s *Store) recover() error {
+	format, err := s.getLatest(formatKey)
+	if err != nil {
+		return fmt.Errorf("kv/embedded: read format of %s: %w", s.dir, err)
+	}
+	ver, err := s.getLatest(versionKey)
+	if err != nil {
+		return fmt.Errorf("kv/embedded: read commit version of %s: %w", s.dir, err)
+	}
+	switch {
+	case format == nil && ver == nil:
+		// A new store; the format marker goes in with version 0.
+		b := s.db.NewBatch()
+		defer b.Close()
+		_ = b.Set(formatKey, []byte(formatValue), nil)
+		_ = b.Set(versionKey, make([]byte, 8), nil)
+		if err := b.Commit(pebble.Sync); err != nil {
+			return fmt.Errorf("kv/embedded: initialise %s: %w", s.dir, err)
+		}
+	case !bytes.Equal(format, []byte(formatValue)):
+		return fmt.Errorf("kv/embedded: %s holds format %q, not %q", s.dir, format, formatValue)
+	case len(ver) != 8:
+		return fmt.Errorf("kv/embedded: %s is corrupt: commit version has %d bytes", s.dir, len(ver))
+	default:
+		s.mu.version = binary.BigEndian.Uint64(ver)
+	}
+	return nil
+}
+
+// getLatest reads the committed value of key (nil if absent).
+func (s *Store) getLatest(key []byte) ([]byte, error) {
+	v, closer, err := s.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := bytes.Clone(v)
+	closer.Close()
+	return out, nil
+}
+
+// acquireSnapshot returns the snapshot of the last published version,
+// creating it if no transaction holds one yet.
+func (s *Store) acquireSnapshot() (*snapRef, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, kv.ErrTransactionCancelled.WithDetail("store is closed")
+	}
+	if s.mu.broken != nil {
+		return nil, s.mu.broken
+	}
+	ref := s.mu.current
+	ref.refs++
+	return ref, nil
+}
+
+// releaseSnapshot drops a transaction's reference.
+func (s *Store) releaseSnapshot(ref *snapRef) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ref.refs--
+	s.collectSnapshotsLocked()
+}
+
+// collectSnapshotsLocked closes unreferenced snapshots other than the
+// current one.
+//
+// REQUIRES: s.mu is held.
+func (s *Store) collectSnapshotsLocked() {
+	kept := s.mu.live[:0]
+	for _, r := range s.mu.live {
+		if r.refs == 0 && r != s.mu.current {
+			if !s.closed {
+				r.snap.Close()
+			}
+			continue
+		}
+		kept = append(kept, r)
+	}
+	clear(s.mu.live[len(kept):])
+	s.mu.live = kept
+}
+
+// oldestLiveVersion is the oldest read version a live transaction holds,
+// or the published version when none.
+func (s *Store) oldestLiveVersion() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	oldest := s.mu.version
+	for _, r := range s.mu.live {
+		if r.refs > 0 && r.version < oldest {
+			oldest = r.version
+		}
+	}
+	return oldest
+}
+
+// Close stops the committer, fails every outstanding watch and open
+// transaction, and closes the database. It is safe to call more than once.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.stop)
+		<-s.done
+		s.watches.failAll(kv.ErrTransactionCancelled.WithDetail("store is closed"))
+		s.closeMu.Lock()
+		s.mu.Lock()
+		s.closed = true
+		for _, r := range s.mu.live {
+			r.snap.Close()
+		}
+		s.mu.live, s.mu.current = nil, nil
+		s.mu.Unlock()
+		s.closeErr = s.db.Close()
+		s.closeMu.Unlock()
+		if err := s.lock.release(); err != nil && s.closeErr == nil {
+			s.closeErr = err
+		}
+	})
+	return s.closeErr
+}
+
+// Dir returns the data directory ("" in memory).
+func (s *Store) Dir() string { return s.dir }
+
+// quietLogger drops Pebble's informational messages and keeps its errors.
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any)              {}
+func (quietLogger) Errorf(format string, args ...any) { log.Printf("pebble: "+format, args...) }
+func (quietLogger) Fatalf(format string, args ...any) { log.Fatalf("pebble: "+format, args...) }

@@ -1,0 +1,844 @@
+package embedded
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/jobstage/jobstage/kv"
+)
+
+type txState uint8
+
+const (
+	txActive txState = iota
+	txCommitting
+	txCommitted
+	txFailed
+	txCancelled
+)
+
+// txn is a transaction of the embedded store. It reads from the Pebble
+// snapshot of its read version merged with its own buffered writes, records
+// the key ranges it read, and at commit hands everything to the committer.
+// A txn may be used from several goroutines; mu serialises them.
+type txn struct {
+	s     *Store
+	ctx   context.Context
+	start time.Time
+	snap  *snapRef
+	rv    uint64
+
+	mu         sync.Mutex
+	state      txState
+	err        error // first bad write: fails every later read and the commit
+	buf        *writeBuffer
+	readKeys   map[string]struct{}
+	readRanges []kv.Range
+	writeKeys  map[string]struct{}
+	writeRngs  []kv.Range
+	size       int
+	watches    []*watchEntry
+	stampF     *kv.Future[kv.Versionstamp]
+	stamp      kv.Versionstamp
+}
+
+var _ kv.Transaction = (*txn)(nil)
+
+// Begin implements kv.Backend: the transaction reads at the last published
+// commit version.
+func (s *Store) Begin(ctx context.Context) (kv.Transaction, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, cancelledErr(ctx)
+	}
+	ref, err := s.acquireSnapshot()
+	if err != nil {
+		return nil, err
+	}
+	return &txn{
+		s:        s,
+		ctx:      ctx,
+		start:    time.Now(),
+		snap:     ref,
+		rv:       ref.version,
+		buf:      newWriteBuffer(),
+	}, nil
+}
+
+// cancelledErr reports a transaction whose context ended: it matches both
+// the context's error and kv.ErrTransactionCancelled.
+func cancelledErr(ctx context.Context) error {
+	return &ctxError{ctx: ctx.Err()}
+}
+
+type ctxError struct{ ctx error }
+
+func (e *ctxError) Error() string   { return "kv: transaction cancelled: " + e.ctx.Error() }
+func (e *ctxError) Unwrap() []error { return []error{e.ctx, kv.ErrTransactionCancelled} }
+
+// usable returns why the transaction cannot be used now, if it cannot.
+//
+// REQUIRES: t.mu is held.
+func (t *txn) usable() error {
+	switch t.state {
+	case txCommitting:
+		return kv.ErrUsedDuringCommit.WithDetail("transaction is committing")
+	case txCommitted:
+		return kv.ErrClientInvalidOperation.WithDetail("transaction used after commit")
+	case txCancelled:
+		return kv.ErrTransactionCancelled
+	case txFailed:
+		return kv.ErrClientInvalidOperation.WithDetail("transaction used after its commit failed")
+	}
+	if t.err != nil {
+		return t.err
+	}
+	if t.ctx.Err() != nil {
+		return cancelledErr(t.ctx)
+	}
+	if time.Since(t.start) > t.s.opts.TransactionLifetime {
+		return kv.ErrTransactionTooOld.WithDetail("transaction older than %v", t.s.opts.TransactionLifetime)
+	}
+	return nil
+}
+
+// fail records the first bad write.
+//
+// REQUIRES: t.mu is held.
+func (t *txn) fail(err error) {
+	if t.err == nil {
+		t.err = err
+	}
+}
+
+// finish ends the transaction in state, releasing its snapshot and settling
+// its watches and versionstamp when it did not commit.
+//
+// REQUIRES: t.mu is held.
+func (t *txn) finish(state txState, err error) {
+	if t.state == txCommitted || t.state == txFailed || t.state == txCancelled {
+		return
+	}
+	t.state = state
+	if t.snap != nil {
+		t.s.releaseSnapshot(t.snap)
+		t.snap = nil
+	}
+	if state == txCommitted {
+		return
+	}
+	for _, e := range t.watches {
+		if e.w.Fire(err) {
+			t.s.watches.unreserve()
+		}
+	}
+	t.watches = nil
+	if t.stampF != nil {
+		t.stampF.Resolve(kv.Versionstamp{}, err)
+	}
+}
+
+func checkKey(key []byte) error {
+	if len(key) > kv.MaxKeySize {
+		return kv.ErrKeyTooLarge.WithDetail("key of %d bytes exceeds %d", len(key), kv.MaxKeySize)
+	}
+	if len(key) > 0 && key[0] == 0xff {
+		return kv.ErrKeyOutsideLegalRange.WithDetail("key %q is in the system keyspace (0xff)", truncate(key))
+	}
+	return nil
+}
+
+func checkValue(value []byte) error {
+	if len(value) > kv.MaxValueSize {
+		return kv.ErrValueTooLarge.WithDetail("value of %d bytes exceeds %d", len(value), kv.MaxValueSize)
+	}
+	return nil
+}
+
+// checkRange validates a range; a range may end at 0xff exactly.
+func checkRange(r kv.Range) error {
+	if len(r.Begin) > kv.MaxKeySize || len(r.End) > kv.MaxKeySize+1 {
+		return kv.ErrKeyTooLarge.WithDetail("range bound over %d bytes", kv.MaxKeySize)
+	}
+	if bytes.Compare(r.Begin, r.End) > 0 {
+		return kv.ErrInvertedRange.WithDetail("begin %q is after end %q", truncate(r.Begin), truncate(r.End))
+	}
+	if bytes.Compare(r.End, []byte{0xff}) > 0 {
+		return kv.ErrKeyOutsideLegalRange.WithDetail("range end %q is past the user keyspace (0xff)", truncate(r.End))
+	}
+	return nil
+}
+
+func truncate(b []byte) []byte {
+	if len(b) > 64 {
+		return b[:64]
+	}
+	return b
+}
+
+// --- reads ---
+
+func (t *txn) Context() context.Context { return t.ctx }
+
+func (t *txn) Get(key []byte) ([]byte, error) { return t.get(key, false) }
+
+func (t *txn) GetRange(r kv.Range, opts kv.RangeOptions) ([]kv.KeyValue, error) {
+	return t.getRange(r, opts, false)
+}
+
+func (t *txn) Iterate(r kv.Range, opts kv.RangeOptions) kv.RangeIterator {
+	return newRangeIter(t, r, opts, false)
+}
+
+func (t *txn) Snapshot() kv.ReadTx { return snapshotView{t} }
+
+func (t *txn) get(key []byte, snapshot bool) ([]byte, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.usable(); err != nil {
+		return nil, err
+	}
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
+	e := t.buf.get(key)
+	if e != nil && e.kind != opAtomic {
+		switch e.kind {
+		case opSet:
+			return bytes.Clone(e.value), nil
+		case opVSValue:
+			return nil, kv.ErrAccessedUnreadable.WithDetail("key %q has a versionstamped value, unknown until commit", truncate(key))
+		}
+		return nil, nil // opClear
+	}
+	if e == nil && t.buf.isCleared(key) {
+		return nil, nil
+	}
+	base, ok, err := t.readSnapshot(key)
+	if err != nil {
+		return nil, err
+	}
+	if !snapshot {
+		t.addReadKey(key)
+	}
+	if e != nil {
+		v, exists := e.resolve(base, ok)
+		if !exists {
+			return nil, nil
+		}
+		return bytes.Clone(v), nil
+	}
+	return base, nil
+}
+
+// readSnapshot reads key at the read version.
+//
+// REQUIRES: t.mu is held.
+func (t *txn) readSnapshot(key []byte) ([]byte, bool, error) {
+	t.s.closeMu.RLock()
+	defer t.s.closeMu.RUnlock()
+	if t.s.closed {
+		return nil, false, kv.ErrTransactionCancelled.WithDetail("store is closed")
+	}
+	v, closer, err := t.snap.snap.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, kv.ErrOperationFailed.WithDetail("read: %v", err)
+	}
+	out := bytes.Clone(v)
+	closer.Close()
+	return out, true, nil
+}
+
+func (t *txn) getRange(r kv.Range, opts kv.RangeOptions, snapshot bool) ([]kv.KeyValue, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.usable(); err != nil {
+		return nil, err
+	}
+	if err := checkRange(r); err != nil {
+		return nil, err
+	}
+	out, _, err := t.readRangeLocked(r, opts.Limit, opts.Reverse, snapshot)
+	return out, err
+}
+
+// readRangeLocked merges the snapshot's keys in r with the buffered writes
+// and returns at most limit key-values (0: all). Unless snapshot, it adds
+// the read conflict range that covers what was read: all of r, or, when the
+// limit cut the read short, r up to the last key returned (FoundationDB
+// does the same, so a limited read does not conflict with writes beyond
+// what it saw).
+//
+// REQUIRES: t.mu is held.
+func (t *txn) readRangeLocked(r kv.Range, limit int, reverse, snapshot bool) (out []kv.KeyValue, hitLimit bool, err error) {
+	if r.Empty() {
+		return nil, false, nil
+	}
+	ents := t.buf.rangeEntries(r, reverse)
+	t.s.closeMu.RLock()
+	defer t.s.closeMu.RUnlock()
+	if t.s.closed {
+		return nil, false, kv.ErrTransactionCancelled.WithDetail("store is closed")
+	}
+	it, err := t.snap.snap.NewIter(&pebble.IterOptions{LowerBound: r.Begin, UpperBound: r.End})
+	if err != nil {
+		return nil, false, kv.ErrOperationFailed.WithDetail("read range: %v", err)
+	}
+	defer it.Close()
+	var dbOK bool
+	advance := func() bool {
+		if reverse {
+			return it.Prev()
+		}
+		return it.Next()
+	}
+	if reverse {
+		dbOK = it.Last()
+	} else {
+		dbOK = it.First()
+	}
+	// first reports whether key a comes before key b in iteration order.
+	first := func(a []byte, b string) bool {
+		c := bytes.Compare(a, []byte(b))
+		if reverse {
+			return c > 0
+		}
+		return c < 0
+	}
+	bi := 0
+	for limit <= 0 || len(out) < limit {
+		haveBuf := bi < len(ents)
+		if !dbOK && !haveBuf {
+			break
+		}
+		if haveBuf && (!dbOK || !first(it.Key(), ents[bi].key)) {
+			e := ents[bi]
+			bi++
+			var base []byte
+			var baseOK bool
+			if dbOK && string(it.Key()) == e.key {
+				v, verr := it.ValueAndErr()
+				if verr != nil {
+					return nil, false, kv.ErrOperationFailed.WithDetail("read range: %v", verr)
+				}
+				base, baseOK = v, true
+				dbOK = advance()
+			}
+			if e.kind == opVSValue {
+				return nil, false, kv.ErrAccessedUnreadable.WithDetail("key %q has a versionstamped value, unknown until commit", truncate([]byte(e.key)))
+			}
+			if v, ok := e.resolve(base, baseOK); ok {
+				out = append(out, kv.KeyValue{Key: []byte(e.key), Value: bytes.Clone(v)})
+			}
+			continue
+		}
+		if c, ok := t.buf.clearedRangeOf(it.Key()); ok {
+			if reverse {
+				dbOK = it.SeekLT(c.Begin)
+			} else {
+				dbOK = it.SeekGE(c.End)
+			}
+			continue
+		}
+		v, verr := it.ValueAndErr()
+		if verr != nil {
+			return nil, false, kv.ErrOperationFailed.WithDetail("read range: %v", verr)
+		}
+		out = append(out, kv.KeyValue{Key: bytes.Clone(it.Key()), Value: bytes.Clone(v)})
+		dbOK = advance()
+	}
+	if err := it.Error(); err != nil {
+		return nil, false, kv.ErrOperationFailed.WithDetail("read range: %v", err)
+	}
+	hitLimit = limit > 0 && len(out) >= limit
+	if !snapshot {
+		read := r
+		if hitLimit {
+			last := out[len(out)-1].Key
+			if reverse {
+				read = kv.Range{Begin: last, End: r.End}
+			} else {
+				read = kv.Range{Begin: r.Begin, End: kv.KeyAfter(last)}
+			}
+		}
+		t.readRanges = append(t.readRanges, kv.Range{Begin: bytes.Clone(read.Begin), End: bytes.Clone(read.End)})
+		t.size += len(read.Begin) + len(read.End)
+	}
+	return out, hitLimit, nil
+}
+
+func (t *txn) ReadTransact(_ context.Context, fn func(kv.ReadTx) error) error { return fn(t) }
+
+func (t *txn) Transact(_ context.Context, fn func(kv.Tx) error) error { return fn(t) }
+
+// snapshotView is a txn whose reads add no conflict ranges.
+type snapshotView struct{ t *txn }
+
+func (v snapshotView) Get(key []byte) ([]byte, error) { return v.t.get(key, true) }
+func (v snapshotView) GetRange(r kv.Range, opts kv.RangeOptions) ([]kv.KeyValue, error) {
+	return v.t.getRange(r, opts, true)
+}
+func (v snapshotView) Iterate(r kv.Range, opts kv.RangeOptions) kv.RangeIterator {
+	return newRangeIter(v.t, r, opts, true)
+}
+func (v snapshotView) ReadTransact(_ context.Context, fn func(kv.ReadTx) error) error {
+	return fn(v)
+}
+func (v snapshotView) Context() context.Context { return v.t.ctx }
+
+// rangeIter reads a range in pages that grow from 256 to 4096 key-values.
+type rangeIter struct {
+	t         *txn
+	r         kv.Range
+	reverse   bool
+	snapshot  bool
+	remaining int // 0: unlimited
+	limited   bool
+	pageSize  int
+	page      []kv.KeyValue
+	idx       int
+	done      bool
+	err       error
+	cur       kv.KeyValue
+}
+
+func newRangeIter(t *txn, r kv.Range, opts kv.RangeOptions, snapshot bool) *rangeIter {
+	it := &rangeIter{t: t, r: r, reverse: opts.Reverse, snapshot: snapshot, remaining: opts.Limit, limited: opts.Limit > 0, pageSize: 256}
+	if opts.Limit < 0 {
+		it.done = true
+	}
+	return it
+}
+
+func (it *rangeIter) Next() bool {
+	for it.idx >= len(it.page) {
+		if it.done || it.err != nil {
+			return false
+		}
+		it.fetch()
+	}
+	it.cur = it.page[it.idx]
+	it.idx++
+	return true
+}
+
+func (it *rangeIter) fetch() {
+	n := it.pageSize
+	if it.pageSize < 4096 {
+		it.pageSize *= 2
+	}
+	if it.limited && it.remaining < n {
+		n = it.remaining
+	}
+	t := it.t
+	t.mu.Lock()
+	err := t.usable()
+	if err == nil {
+		err = checkRange(it.r)
+	}
+	var page []kv.KeyValue
+	var hit bool
+	if err == nil {
+		page, hit, err = t.readRangeLocked(it.r, n, it.reverse, it.snapshot)
+	}
+	t.mu.Unlock()
+	if err != nil {
+		it.err = err
+		return
+	}
+	it.page, it.idx = page, 0
+	if it.limited {
+		it.remaining -= len(page)
+	}
+	if !hit || (it.limited && it.remaining <= 0) {
+		it.done = true
+		return
+	}
+	last := page[len(page)-1].Key
+	if it.reverse {
+		it.r.End = last
+	} else {
+		it.r.Begin = kv.KeyAfter(last)
+	}
+}
+
+func (it *rangeIter) KeyValue() kv.KeyValue { return it.cur }
+func (it *rangeIter) Err() error            { return it.err }
+
+// --- writes ---
+
+// writable reports whether writes may be buffered; a write to a transaction
+// that is no longer active is recorded so that its loss is never silent.
+//
+// REQUIRES: t.mu is held.
+func (t *txn) writable() bool {
+	if err := t.usable(); err != nil {
+		t.fail(err)
+		return false
+	}
+	return true
+}
+
+func (t *txn) Set(key, value []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.writable() {
+		return
+	}
+	if err := firstErr(key, value); err != nil {
+		t.fail(err)
+		return
+	}
+	t.buf.put(&bufEntry{key: string(key), kind: opSet, value: bytes.Clone(value)})
+	t.size += len(key) + len(value)
+}
+
+// firstErr returns the key's error, else the value's.
+func firstErr(key, value []byte) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	return checkValue(value)
+}
+
+func (t *txn) Clear(key []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.writable() {
+		return
+	}
+	if err := checkKey(key); err != nil {
+		t.fail(err)
+		return
+	}
+	t.buf.put(&bufEntry{key: string(key), kind: opClear})
+	t.size += len(key)
+}
+
+func (t *txn) ClearRange(r kv.Range) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.writable() {
+		return
+	}
+	if err := checkRange(r); err != nil {
+		t.fail(err)
+		return
+	}
+	if r.Empty() {
+		return
+	}
+	t.buf.clearRange(kv.Range{Begin: bytes.Clone(r.Begin), End: bytes.Clone(r.End)})
+	t.size += len(r.Begin) + len(r.End)
+}
+
+func (t *txn) Add(key []byte, delta int64) { t.Atomic(kv.MutationAdd, key, kv.EncodeInt64(delta)) }
+
+func (t *txn) Atomic(op kv.MutationType, key, param []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.writable() {
+		return
+	}
+	if !op.Valid() {
+		t.fail(kv.ErrInvalidMutationType.WithDetail("%v", op))
+		return
+	}
+	if err := firstErr(key, param); err != nil {
+		t.fail(err)
+		return
+	}
+	param = bytes.Clone(param)
+	t.size += len(key) + len(param)
+	e := t.buf.get(key)
+	switch {
+	case e == nil && !t.buf.isCleared(key):
+		// The committed value is not known until commit.
+		t.buf.put(&bufEntry{key: string(key), kind: opAtomic, chain: []atomicOp{{op, param}}})
+	case e == nil || e.kind == opSet || e.kind == opClear:
+		var cur []byte
+		var ok bool
+		if e != nil {
+			cur, ok = e.resolve(nil, false)
+		}
+		v, exists := kv.ApplyMutation(op, cur, ok, param)
+		if exists {
+			t.buf.put(&bufEntry{key: string(key), kind: opSet, value: v})
+		} else {
+			t.buf.put(&bufEntry{key: string(key), kind: opClear})
+		}
+	case e.kind == opAtomic:
+		e.chain = append(e.chain, atomicOp{op, param})
+	default: // opVSValue
+		t.fail(kv.ErrClientInvalidOperation.WithDetail("atomic %v on key %q whose versionstamped value is unknown until commit", op, truncate(key)))
+	}
+}
+
+// placeholderOffset validates the 4-byte little-endian offset suffix of a
+// versionstamped key or value and returns the offset.
+func placeholderOffset(b []byte, what string) (int, error) {
+	if len(b) < 4 {
+		return 0, kv.ErrClientInvalidOperation.WithDetail("versionstamped %s of %d bytes has no 4-byte offset", what, len(b))
+	}
+	off := int(binary.LittleEndian.Uint32(b[len(b)-4:]))
+	if off+10 > len(b)-4 {
+		return 0, kv.ErrClientInvalidOperation.WithDetail("versionstamp offset %d does not leave 10 bytes in a %s of %d bytes", off, what, len(b)-4)
+	}
+	return off, nil
+}
+
+func (t *txn) SetVersionstampedKey(key, value []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.writable() {
+		return
+	}
+	off, err := placeholderOffset(key, "key")
+	if err == nil {
+		err = firstErr(key[:len(key)-4], value)
+		if off == 0 && err != nil && errors.Is(err, kv.ErrKeyOutsideLegalRange) {
+			err = nil // the first byte will be the stamp's
+		}
+	}
+	if err != nil {
+		t.fail(err)
+		return
+	}
+	t.buf.vsKeys = append(t.buf.vsKeys, kv.KeyValue{Key: bytes.Clone(key), Value: bytes.Clone(value)})
+	t.size += len(key) + len(value)
+}
+
+func (t *txn) SetVersionstampedValue(key, value []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.writable() {
+		return
+	}
+	_, err := placeholderOffset(value, "value")
+	if err == nil {
+		err = firstErr(key, value[:len(value)-4])
+	}
+	if err != nil {
+		t.fail(err)
+		return
+	}
+	t.buf.put(&bufEntry{key: string(key), kind: opVSValue, value: bytes.Clone(value)})
+	t.size += len(key) + len(value)
+}
+
+// stampInto returns b without its offset suffix and with the versionstamp
+// written at the offset.
+func stampInto(b []byte, stamp kv.Versionstamp) []byte {
+	off := int(binary.LittleEndian.Uint32(b[len(b)-4:]))
+	out := bytes.Clone(b[:len(b)-4])
+	copy(out[off:off+10], stamp[:])
+	return out
+}
+
+// --- conflict ranges ---
+
+func (t *txn) AddReadConflictKey(key []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.writable() {
+		return
+	}
+	if err := checkKey(key); err != nil {
+		t.fail(err)
+		return
+	}
+	t.addReadKey(key)
+}
+
+// addReadKey adds a point read conflict.
+//
+// REQUIRES: t.mu is held.
+func (t *txn) addReadKey(key []byte) {
+	if t.readKeys == nil {
+		t.readKeys = make(map[string]struct{})
+	}
+	t.readKeys[string(key)] = struct{}{}
+	t.size += len(key)
+}
+
+func (t *txn) AddReadConflictRange(r kv.Range) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.writable() {
+		return
+	}
+	if err := checkRange(r); err != nil {
+		t.fail(err)
+		return
+	}
+	if !r.Empty() {
+		t.readRanges = append(t.readRanges, kv.Range{Begin: bytes.Clone(r.Begin), End: bytes.Clone(r.End)})
+		t.size += len(r.Begin) + len(r.End)
+	}
+}
+
+func (t *txn) AddWriteConflictKey(key []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.writable() {
+		return
+	}
+	if err := checkKey(key); err != nil {
+		t.fail(err)
+		return
+	}
+	if t.writeKeys == nil {
+		t.writeKeys = make(map[string]struct{})
+	}
+	t.writeKeys[string(key)] = struct{}{}
+	t.size += len(key)
+}
+
+func (t *txn) AddWriteConflictRange(r kv.Range) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.writable() {
+		return
+	}
+	if err := checkRange(r); err != nil {
+		t.fail(err)
+		return
+	}
+	if !r.Empty() {
+		t.writeRngs = append(t.writeRngs, kv.Range{Begin: bytes.Clone(r.Begin), End: bytes.Clone(r.End)})
+		t.size += len(r.Begin) + len(r.End)
+	}
+}
+
+// --- watches and versionstamps ---
+
+func (t *txn) Watch(key []byte) kv.Watch {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	err := t.usable()
+	if err == nil {
+		err = checkKey(key)
+	}
+	if err == nil {
+		err = t.s.watches.reserve()
+	}
+	if err != nil {
+		w := kv.NewChanWatch(nil)
+		w.Fire(err)
+		return w
+	}
+	e := &watchEntry{key: string(key)}
+	e.w = kv.NewChanWatch(func() { t.s.watches.remove(e) })
+	t.watches = append(t.watches, e)
+	return e.w
+}
+
+func (t *txn) Versionstamp() *kv.Future[kv.Versionstamp] {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stampF == nil {
+		t.stampF = kv.NewFuture[kv.Versionstamp]()
+		switch t.state {
+		case txCommitted:
+			t.stampF.Resolve(t.stamp, nil)
+		case txFailed, txCancelled:
+			t.stampF.Resolve(kv.Versionstamp{}, kv.ErrTransactionCancelled.WithDetail("transaction did not commit"))
+		}
+	}
+	return t.stampF
+}
+
+// --- commit ---
+
+func (t *txn) Cancel() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.state == txActive {
+		t.finish(txCancelled, kv.ErrTransactionCancelled)
+	}
+}
+
+func (t *txn) Commit() error {
+	t.mu.Lock()
+	if err := t.usable(); err != nil {
+		if t.state == txActive {
+			t.finish(txFailed, err)
+		}
+		t.mu.Unlock()
+		return err
+	}
+	if t.size > kv.MaxTransactionSize {
+		err := kv.ErrTransactionTooLarge.WithDetail("transaction of %d bytes exceeds %d", t.size, kv.MaxTransactionSize)
+		t.finish(txFailed, err)
+		t.mu.Unlock()
+		return err
+	}
+	readOnly := t.buf.empty() && len(t.writeKeys) == 0 && len(t.writeRngs) == 0
+	if readOnly && len(t.watches) == 0 {
+		// Nothing to resolve or write: the commit succeeds at once and has
+		// no versionstamp, as in FoundationDB.
+		t.finish(txCommitted, nil)
+		if t.stampF != nil {
+			t.stampF.Resolve(kv.Versionstamp{}, kv.ErrNoCommitVersion)
+		}
+		t.mu.Unlock()
+		return nil
+	}
+	// A watch on a key the transaction did not write compares against the
+	// value at the read version; one on a key it wrote, against the value
+	// it wrote, which the committer fills in.
+	for _, e := range t.watches {
+		if t.buf.get([]byte(e.key)) != nil || t.buf.isCleared([]byte(e.key)) {
+			e.pending = true
+			continue
+		}
+		v, ok, err := t.readSnapshot([]byte(e.key))
+		if err != nil {
+			t.finish(txFailed, err)
+			t.mu.Unlock()
+			return err
+		}
+		e.seen, e.exists = v, ok
+	}
+	req := &commitReq{
+		start:      t.start,
+		rv:         t.rv,
+		readKeys:   t.readKeys,
+		readRanges: t.readRanges,
+		writeKeys:  t.writeKeys,
+		writeRngs:  t.writeRngs,
+		buf:        t.buf,
+		watches:    t.watches,
+		done:       make(chan commitResult, 1),
+	}
+	t.state = txCommitting
+	t.mu.Unlock()
+
+	res := t.s.submit(req)
+
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.state = txActive // let finish move it on
+	if res.err != nil {
+		t.finish(txFailed, res.err)
+		return res.err
+	}
+	t.stamp = res.stamp
+	t.watches = nil // registered by the committer
+	t.finish(txCommitted, nil)
+	if t.stampF != nil {
+		t.stampF.Resolve(res.stamp, nil)
+	}
+	return nil
+}
+
+func (t *txn) String() string { return fmt.Sprintf("txn@%d", t.rv) }
