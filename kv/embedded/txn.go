@@ -62,12 +62,12 @@ func (s *Store) Begin(ctx context.Context) (kv.Transaction, error) {
 		return nil, err
 	}
 	return &txn{
-		s:        s,
-		ctx:      ctx,
-		start:    time.Now(),
-		snap:     ref,
-		rv:       ref.version,
-		buf:      newWriteBuffer(),
+		s:     s,
+		ctx:   ctx,
+		start: time.Now(),
+		snap:  ref,
+		rv:    ref.version,
+		buf:   newWriteBuffer(),
 	}, nil
 }
 
