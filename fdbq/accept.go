@@ -1,0 +1,273 @@
+package fdbq
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jobstage/jobstage/kv"
+)
+
+// Lease is a job accepted by a worker: the job as it was when accepted,
+// and the lock that proves the worker holds it. The lock is a fencing
+// token: Heartbeat, Finish, Fail and Resubmit check it in their
+// transaction, so a worker whose lock is gone can commit nothing with it.
+type Lease struct {
+	Job
+	Lock string
+}
+
+// AcceptOptions tune Accept.
+type AcceptOptions struct {
+	// Max is the most jobs to accept in one transaction; default 1.
+	Max int
+	// MaxScheduledAt accepts only jobs scheduled at or before it; zero
+	// means now (only due jobs).
+	MaxScheduledAt time.Time
+	// Timeout: 0 returns at once (possibly with no jobs); > 0 waits up to
+	// that long for a job; < 0 waits until ctx ends. Waiting is woken by
+	// the type's watch key (a job was added or the type changed) and by a
+	// timer for the next scheduled job, never by polling.
+	Timeout time.Duration
+	// Window is how many due jobs to look at, among which Max are picked
+	// at random so that concurrent acceptors rarely take the same job;
+	// default 4·Max, at most 1024. 1 (or Max) accepts in strict order.
+	Window int
+}
+
+// AcceptResult is what one accept transaction found.
+type acceptResult struct {
+	leases []*Lease
+	// next is the scheduled time of the earliest job not yet due (0: none).
+	next int64
+	// watch fires when the type's watch key changes.
+	watch kv.Watch
+}
+
+// Accept takes up to o.Max due jobs of a type, highest priority first and
+// then earliest scheduled, and returns them running under a new lock.
+// Paused types give no jobs. See AcceptOptions for blocking.
+func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lease, error) {
+	if o.Max <= 0 {
+		o.Max = 1
+	}
+	if o.Window <= 0 {
+		o.Window = 4 * o.Max
+	}
+	o.Window = min(max(o.Window, o.Max), 1024)
+	var deadline <-chan time.Time
+	if o.Timeout > 0 {
+		t := time.NewTimer(o.Timeout)
+		defer t.Stop()
+		deadline = t.C
+	}
+	for {
+		// The lock and the claim key are made outside the transaction: if
+		// a commit's result is unknown, the retry finds the claim and
+		// returns the jobs the first attempt took instead of leaving them
+		// running with nobody holding them.
+		lock := newToken()
+		claimMs := q.nowMs()
+		wait := o.Timeout != 0
+		res, err := kv.Transact(ctx, q.db, func(tx kv.Tx) (*acceptResult, error) {
+			return q.acceptTx(tx, typ, o, lock, claimMs, wait)
+		})
+		if err != nil {
+			return nil, err
+		}
+		if len(res.leases) > 0 || !wait {
+			return res.leases, nil
+		}
+		var timer <-chan time.Time
+		if res.next > 0 {
+			d := time.Duration(res.next-q.nowMs()) * time.Millisecond
+			t := time.NewTimer(max(d, time.Millisecond))
+			timer = t.C
+			defer t.Stop()
+		}
+		select {
+		case <-res.watch.Ready():
+		case <-timer:
+			res.watch.Cancel()
+		case <-deadline:
+			res.watch.Cancel()
+			return nil, nil
+		case <-ctx.Done():
+			res.watch.Cancel()
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (q *Queue) acceptTx(tx kv.Tx, typ string, o AcceptOptions, lock string, claimMs int64, wait bool) (*acceptResult, error) {
+	s, err := q.settings(tx, typ)
+	if err != nil {
+		return nil, err
+	}
+	claimKey := q.k.claim(claimMs, lock)
+	if prev, err := tx.Get(claimKey); err != nil {
+		return nil, err
+	} else if prev != nil {
+		return q.reclaim(tx, typ, lock, prev)
+	}
+	res := &acceptResult{}
+	if s.Paused {
+		if wait {
+			res.watch = tx.Watch(q.k.watch(typ))
+		}
+		return res, nil
+	}
+	now := q.nowMs()
+	maxSched := now
+	if !o.MaxScheduledAt.IsZero() {
+		maxSched = o.MaxScheduledAt.UnixMilli()
+	}
+	cands, next, err := q.dueWindow(tx.Snapshot(), typ, maxSched, o.Window)
+	if err != nil {
+		return nil, err
+	}
+	res.next = next
+	if len(cands) == 0 {
+		if wait {
+			res.watch = tx.Watch(q.k.watch(typ))
+		}
+		return res, nil
+	}
+	// Pick Max at random from the window, then keep index order among the
+	// picked ones. Only the picked keys get read conflicts, so acceptors
+	// conflict only when they pick the same job.
+	if len(cands) > o.Max {
+		rand.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
+		cands = cands[:o.Max]
+		sortCandidates(cands)
+	}
+	ids := make([]string, 0, len(cands))
+	for _, c := range cands {
+		tx.AddReadConflictKey(c.key)
+		rec, err := q.load(tx, typ, c.id)
+		if err != nil {
+			return nil, err
+		}
+		if rec == nil || rec.State != Pending {
+			// The index and the record change together, so this is a
+			// record written after our snapshot; the read conflict on it
+			// makes the commit fail and the retry see the truth.
+			continue
+		}
+		next := *rec
+		next.State = Running
+		next.Lock = lock
+		next.Attempts++
+		next.StartedAt, next.HeartbeatAt = now, now
+		next.ExpiresAt = now + s.ActivityTimeout.Milliseconds()
+		next.Error = ""
+		if err := q.put(tx, typ, c.id, rec, &next); err != nil {
+			return nil, err
+		}
+		res.leases = append(res.leases, &Lease{Job: *next.job(typ, c.id), Lock: lock})
+		ids = append(ids, c.id)
+	}
+	if len(ids) > 0 {
+		b, _ := json.Marshal(ids)
+		tx.Set(claimKey, b)
+	}
+	return res, nil
+}
+
+// reclaim returns the jobs an earlier attempt of this accept took, when
+// that attempt committed although its commit reported an unknown result.
+func (q *Queue) reclaim(tx kv.Tx, typ, lock string, claim []byte) (*acceptResult, error) {
+	var ids []string
+	if err := json.Unmarshal(claim, &ids); err != nil {
+		return nil, fmt.Errorf("fdbq: corrupt claim %s: %w", lock, err)
+	}
+	res := &acceptResult{}
+	for _, id := range ids {
+		rec, err := q.load(tx, typ, id)
+		if err != nil {
+			return nil, err
+		}
+		if rec != nil && rec.State == Running && rec.Lock == lock {
+			res.leases = append(res.leases, &Lease{Job: *rec.job(typ, id), Lock: lock})
+		}
+	}
+	return res, nil
+}
+
+type candidate struct {
+	key      []byte
+	priority int
+	sched    int64
+	id       string
+}
+
+func sortCandidates(c []candidate) {
+	for i := 1; i < len(c); i++ {
+		for j := i; j > 0 && string(c[j].key) < string(c[j-1].key); j-- {
+			c[j], c[j-1] = c[j-1], c[j]
+		}
+	}
+}
+
+// dueWindow reads, without conflicts, up to window due pending entries in
+// index order (priority bands from the highest, each by scheduled time),
+// and the earliest scheduled time of the entries not yet due.
+func (q *Queue) dueWindow(snap kv.ReadTx, typ string, maxSched int64, window int) ([]candidate, int64, error) {
+	sub := q.k.pendingType(typ)
+	all := sub.Range()
+	begin := all.Begin
+	var out []candidate
+	var next int64
+	for len(out) < window {
+		// The first entry at or after begin names the next priority band.
+		first, err := snap.GetRange(kv.Range{Begin: begin, End: all.End}, kv.RangeOptions{Limit: 1})
+		if err != nil || len(first) == 0 {
+			return out, next, err
+		}
+		t, err := sub.Unpack(first[0].Key)
+		if err != nil {
+			return nil, 0, err
+		}
+		neg, _ := t[0].(int64)
+		band := q.k.pendingBand(typ, int(-neg))
+		sched, _ := t[1].(int64)
+		if sched <= maxSched {
+			kvs, err := snap.GetRange(rangeUpTo(band, maxSched), kv.RangeOptions{Limit: window - len(out)})
+			if err != nil {
+				return nil, 0, err
+			}
+			for _, e := range kvs {
+				et, err := band.Unpack(e.Key)
+				if err != nil {
+					return nil, 0, err
+				}
+				s, _ := et[0].(int64)
+				id, _ := et[1].(string)
+				out = append(out, candidate{key: e.Key, priority: int(-neg), sched: s, id: id})
+			}
+			// The band's first entry past the window, if not due, sets the
+			// timer; reading it costs one more key.
+			if len(out) < window {
+				rest, err := snap.GetRange(kv.Range{Begin: rangeUpTo(band, maxSched).End, End: band.Range().End}, kv.RangeOptions{Limit: 1})
+				if err != nil {
+					return nil, 0, err
+				}
+				if len(rest) == 1 {
+					rt, err := band.Unpack(rest[0].Key)
+					if err != nil {
+						return nil, 0, err
+					}
+					if s, _ := rt[0].(int64); next == 0 || s < next {
+						next = s
+					}
+				}
+			}
+		} else if next == 0 || sched < next {
+			next = sched
+		}
+		begin = band.Range().End
+	}
+	return out, next, nil
+}

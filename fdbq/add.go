@@ -1,0 +1,157 @@
+package fdbq
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jobstage/jobstage/kv"
+)
+
+// NewJob describes a job to add.
+type NewJob struct {
+	Type string
+	// ID is the caller's id for the job; empty: a random one is made.
+	// Adding an id that exists resubmits that job (see Add).
+	ID string
+	// Data is the job's JSON data; empty means null.
+	Data json.RawMessage
+	// ScheduledAt: not before this time; zero means now.
+	ScheduledAt time.Time
+	// Priority: higher runs first among due jobs.
+	Priority int
+	// MaxAttempts overrides the type's retry policy's; 0 keeps it.
+	MaxAttempts int
+	// Retry overrides the type's retry policy.
+	Retry *RetryPolicy
+}
+
+func (q *Queue) prepare(j *NewJob) error {
+	if err := checkName("type name", j.Type); err != nil {
+		return err
+	}
+	if j.ID == "" {
+		// Made here, outside the transaction, so a retried transaction
+		// adds the same job.
+		j.ID = newToken()
+	}
+	if err := checkName("job id", j.ID); err != nil {
+		return err
+	}
+	if len(j.Data) > MaxDataSize {
+		return fmt.Errorf("%w: data of %d bytes is larger than %d", ErrDataTooLarge, len(j.Data), MaxDataSize)
+	}
+	if len(j.Data) > 0 && !json.Valid(j.Data) {
+		return fmt.Errorf("%w: data of job %q is not valid JSON", ErrInvalidJob, j.ID)
+	}
+	if j.MaxAttempts < 0 {
+		return fmt.Errorf("%w: negative max attempts", ErrInvalidJob)
+	}
+	if j.Retry != nil {
+		if err := j.Retry.Validate(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Add adds a job, or resubmits the job with that id if it exists (the
+// semantics of couch_jobs):
+//   - pending: rescheduled and its data replaced (nothing is written when
+//     nothing changes);
+//   - running: flagged; when its worker finishes, it goes back to pending
+//     at the new time instead of finishing (its data is not changed);
+//   - finished: added again as a new pending job with the new data.
+func (q *Queue) Add(ctx context.Context, tr kv.Transactor, j NewJob) (*Job, error) {
+	jobs, err := q.AddBatch(ctx, tr, []NewJob{j})
+	if err != nil {
+		return nil, err
+	}
+	return jobs[0], nil
+}
+
+// AddBatch adds many jobs in one transaction: all or none. The batch must
+// fit FoundationDB's limits (10 MB per transaction); a batch too large
+// fails with kv.ErrTransactionTooLarge and adds nothing.
+func (q *Queue) AddBatch(ctx context.Context, tr kv.Transactor, jobs []NewJob) ([]*Job, error) {
+	prepared := make([]NewJob, len(jobs))
+	for i, j := range jobs {
+		if err := q.prepare(&j); err != nil {
+			return nil, err
+		}
+		prepared[i] = j
+	}
+	return kv.Transact(ctx, tr, func(tx kv.Tx) ([]*Job, error) {
+		now := q.nowMs()
+		settings := map[string]bool{}
+		out := make([]*Job, len(prepared))
+		for i, j := range prepared {
+			if !settings[j.Type] {
+				if _, err := q.settings(tx, j.Type); err != nil {
+					return nil, err
+				}
+				settings[j.Type] = true
+			}
+			job, err := q.add(tx, j, now)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = job
+		}
+		return out, nil
+	})
+}
+
+func (q *Queue) add(tx kv.Tx, j NewJob, now int64) (*Job, error) {
+	sched := toMs(j.ScheduledAt)
+	if sched == 0 {
+		sched = now
+	}
+	old, err := q.load(tx, j.Type, j.ID)
+	if err != nil {
+		return nil, err
+	}
+	if old == nil || old.State == Finished {
+		rec := &record{
+			State:       Pending,
+			Data:        j.Data,
+			Priority:    j.Priority,
+			MaxAttempts: j.MaxAttempts,
+			Retry:       j.Retry,
+			AddedAt:     now,
+			ScheduledAt: sched,
+		}
+		if err := q.put(tx, j.Type, j.ID, old, rec); err != nil {
+			return nil, err
+		}
+		return rec.job(j.Type, j.ID), nil
+	}
+	rec := *old
+	switch old.State {
+	case Pending:
+		rec.ScheduledAt, rec.Data, rec.Priority = sched, j.Data, j.Priority
+		rec.MaxAttempts, rec.Retry = j.MaxAttempts, j.Retry
+		if rec.ScheduledAt == old.ScheduledAt && bytes.Equal(rec.Data, old.Data) && rec.Priority == old.Priority &&
+			rec.MaxAttempts == old.MaxAttempts && samePolicy(rec.Retry, old.Retry) {
+			return old.job(j.Type, j.ID), nil // couch_jobs: a resubmit that changes nothing writes nothing
+		}
+	case Running:
+		if old.Resubmit && old.ResubmitAt == sched {
+			return old.job(j.Type, j.ID), nil
+		}
+		rec.Resubmit, rec.ResubmitAt = true, sched
+	}
+	if err := q.put(tx, j.Type, j.ID, old, &rec); err != nil {
+		return nil, err
+	}
+	return rec.job(j.Type, j.ID), nil
+}
+
+func samePolicy(a, b *RetryPolicy) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}

@@ -1,0 +1,89 @@
+package fdbq
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jobstage/jobstage/kv"
+)
+
+// Remove deletes a job in any state. A running job's worker gets ErrHalt
+// at its next heartbeat or finish; subscribers learn ErrNotFound.
+func (q *Queue) Remove(ctx context.Context, tr kv.Transactor, typ, id string) error {
+	return tr.Transact(ctx, func(tx kv.Tx) error {
+		rec, err := q.load(tx, typ, id)
+		if err != nil {
+			return err
+		}
+		if rec == nil {
+			return fmt.Errorf("%w: %s/%s", ErrNotFound, typ, id)
+		}
+		q.drop(tx, typ, id, rec)
+		return nil
+	})
+}
+
+// Cancel finishes a pending or running job with outcome canceled. A running
+// job's lock is gone at once: its worker gets ErrHalt at its next heartbeat
+// or finish. Canceling a finished job fails with ErrWrongState.
+func (q *Queue) Cancel(ctx context.Context, tr kv.Transactor, typ, id string) error {
+	return tr.Transact(ctx, func(tx kv.Tx) error {
+		rec, err := q.load(tx, typ, id)
+		if err != nil {
+			return err
+		}
+		if rec == nil {
+			return fmt.Errorf("%w: %s/%s", ErrNotFound, typ, id)
+		}
+		if rec.State == Finished {
+			return fmt.Errorf("%w: %s/%s is already finished (%s)", ErrWrongState, typ, id, rec.Outcome)
+		}
+		next := *rec
+		if rec.State == Running {
+			next.LastLock = rec.Lock + ":cancel"
+		}
+		next.finish(Canceled, q.nowMs())
+		return q.put(tx, typ, id, rec, &next)
+	})
+}
+
+// Requeue makes a job that finished failed or canceled pending again, now,
+// with its attempts reset (EctoJob's requeue). Other states fail with
+// ErrWrongState.
+func (q *Queue) Requeue(ctx context.Context, tr kv.Transactor, typ, id string) error {
+	return tr.Transact(ctx, func(tx kv.Tx) error {
+		rec, err := q.load(tx, typ, id)
+		if err != nil {
+			return err
+		}
+		if rec == nil {
+			return fmt.Errorf("%w: %s/%s", ErrNotFound, typ, id)
+		}
+		if rec.State != Finished || rec.Outcome == Succeeded {
+			return fmt.Errorf("%w: only failed or canceled jobs can be requeued; %s/%s is %s", ErrWrongState, typ, id, describe(rec))
+		}
+		next := *rec
+		next.toPending(q.nowMs())
+		next.Attempts = 0
+		return q.put(tx, typ, id, rec, &next)
+	})
+}
+
+func describe(r *record) string {
+	if r.State == Finished {
+		return string(r.State) + " (" + string(r.Outcome) + ")"
+	}
+	return string(r.State)
+}
+
+// finish moves the record to finished with outcome o.
+func (r *record) finish(o Outcome, now int64) {
+	r.State, r.Outcome, r.FinishedAt = Finished, o, now
+	r.Lock, r.ExpiresAt, r.Resubmit, r.ResubmitAt = "", 0, false, 0
+}
+
+// toPending moves the record to pending at sched.
+func (r *record) toPending(sched int64) {
+	r.State, r.Outcome, r.ScheduledAt, r.FinishedAt = Pending, "", sched, 0
+	r.Lock, r.ExpiresAt, r.Resubmit, r.ResubmitAt = "", 0, false, 0
+}

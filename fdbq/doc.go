@@ -1,0 +1,94 @@
+// Package fdbq is jobstage's jobs layer: every job operation as a
+// transactional function over package kv, so it runs alone or inside the
+// caller's transaction and behaves the same on the embedded store and on
+// FoundationDB. The design is CouchDB's couch_jobs, finished, with the
+// lifecycle of honeydew and EctoJob.
+//
+// # States
+//
+//	            Add                 Accept               Finish
+//	  (none) ─────────▶ pending ─────────────▶ running ─────────▶ finished (succeeded)
+//	                      ▲  ▲                  │ │ │
+//	                      │  └── Fail (attempts │ │ └─ Fail, last attempt ─▶ finished (failed)
+//	                      │       left), monitor│ │
+//	                      │       timeout,      │ └─── Cancel ─────────────▶ finished (canceled)
+//	                      │       Resubmit,     │
+//	                      │       Release ◀─────┘
+//	                      └──────── Add (finished: re-enqueue), Requeue (failed, canceled)
+//
+// A running job is held under a lock, a random token made by Accept.
+// Heartbeat, Finish, Fail and Resubmit read the job and check the lock in
+// their transaction; if the job was recycled, canceled, removed or finished
+// they fail with ErrHalt and write nothing. Because they can run inside the
+// worker's own transaction, the worker's writes commit if and only if it
+// still held the job: exactly-once effects for data in the store.
+//
+// Add on an existing id resubmits (couch_jobs): a pending job is
+// rescheduled and its data replaced, and nothing is written if nothing
+// changed; a running job is flagged and goes back to pending when its
+// worker finishes or fails; a finished job is added again.
+//
+// # Data model
+//
+// Every key is a tuple (package kv/tuple) under the queue's prefix P
+// (Options.Prefix, default ("jobstage",)), so several deployments share a
+// store without seeing each other.
+//
+//	(P, 1, type, id)                      job record: JSON (state, outcome, data, result, error,
+//	                                      progress, priority, attempts, max attempts, retry policy
+//	                                      override, lock, last lock exit, resubmit flag and time,
+//	                                      added/scheduled/started/heartbeat/finished/expires times)
+//	(P, 2, type, -priority, sched_ms, id) ""   pending index: highest priority first, then earliest
+//	(P, 3, type)                          int64 LE, atomic add: bumped when a job becomes pending or
+//	                                      the type's settings change; acceptors watch it
+//	(P, 4, type)                          int64 LE, atomic add: bumped by every change to a job of
+//	                                      the type; Wait watches it
+//	(P, 5, type, expires_ms, id)          ""   running jobs by activity deadline; the monitor scans
+//	                                      the entries before now
+//	(P, 6, type, finished_ms, id)         ""   finished jobs by finish time; retention sweeps them
+//	(P, 7, type, state)                   int64 LE, atomic add: jobs per state, for O(1) counts
+//	(P, 8, type)                          type settings: JSON (activity timeout, retry policy,
+//	                                      paused, retention); the type registry
+//	(P, 9, claim_ms, lock)                JSON list of ids: what one Accept took, so that a retry
+//	                                      after commit_unknown_result returns the same jobs; the
+//	                                      monitor deletes claims older than ClaimTTL
+//
+// Every state change goes through one function that rewrites the record
+// and moves its index entry and counters together, so the indexes never
+// disagree with the records.
+//
+// couch_jobs finds stale jobs by versionstamps (an activity index keyed by
+// the versionstamp of each job's last update, compared after a timeout
+// with the type's activity versionstamp). fdbq keys the activity index by
+// deadline instead: a sweep is one range read of the entries before now,
+// each job can carry its own deadline, and tests drive it with an injected
+// clock. The cost is reliance on clocks agreeing within the activity
+// timeout, which scheduled times need anyway.
+//
+// Job data is stored inline in the record, as in couch_jobs: data, result,
+// error and progress together are limited to MaxDataSize (90,000 bytes),
+// inside FoundationDB's 100,000-byte value limit. Larger data is refused
+// with ErrDataTooLarge; it is not split into chunks. Store large payloads
+// elsewhere and put their key in the job.
+//
+// # Accept and contention
+//
+// An acceptor snapshot-reads a window of due pending entries (no read
+// conflicts), picks Max of them at random, and adds a read conflict only
+// on the entries it takes (couch_jobs' and FoundationDB's queue recipe), so
+// concurrent acceptors conflict only when they pick the same job. Within a
+// window the order is therefore not strict; AcceptOptions.Window = Max
+// makes it strict. With nothing due, Accept watches the type's watch key in
+// the same transaction and sets a timer for the earliest scheduled job.
+//
+// # Idempotence under commit_unknown_result
+//
+// kv.DB.Transact retries a transaction whose commit result is unknown, and
+// such a commit may have applied. Finish, Fail and Resubmit record which
+// lock left the running state and how ("lock:finish"); a retry that finds
+// its own exit already recorded writes nothing and succeeds. Accept makes
+// its lock and claim key before the transaction; a retry that finds its
+// claim returns the jobs the first attempt took. Add is naturally
+// idempotent for a caller-chosen id; an id Add generates is made before the
+// transaction for the same reason.
+package fdbq

@@ -1,0 +1,159 @@
+package fdbq
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// State is where a job is in its life.
+type State string
+
+// States. A pending job waits (maybe scheduled in the future); a running
+// job is held by one worker under a lock; a finished job has an outcome and
+// stays until retention removes it.
+const (
+	Pending  State = "pending"
+	Running  State = "running"
+	Finished State = "finished"
+)
+
+// Outcome says how a finished job ended.
+type Outcome string
+
+// Outcomes.
+const (
+	Succeeded Outcome = "succeeded"
+	Failed    Outcome = "failed"   // its last attempt failed
+	Canceled  Outcome = "canceled" // canceled by a caller
+)
+
+// Errors. Check them with errors.Is.
+var (
+	// ErrHalt: the caller's lock on the job is gone: the job was recycled
+	// by the activity monitor, canceled, removed, or finished. The worker
+	// must stop; nothing it tried to commit with the lock was committed.
+	ErrHalt = errors.New("fdbq: halt: the job's lock is gone")
+	// ErrNotFound: no such job.
+	ErrNotFound = errors.New("fdbq: job not found")
+	// ErrUnknownType: the job type was never registered.
+	ErrUnknownType = errors.New("fdbq: unknown job type")
+	// ErrInvalidJob: bad input (id, type, data, options); the message says
+	// which.
+	ErrInvalidJob = errors.New("fdbq: invalid job")
+	// ErrDataTooLarge: the job's data, result or error does not fit in one
+	// store value.
+	ErrDataTooLarge = errors.New("fdbq: job data too large")
+	// ErrWrongState: the operation does not apply to the job's state (say,
+	// requeue of a pending job).
+	ErrWrongState = errors.New("fdbq: job is in the wrong state")
+)
+
+// MaxDataSize bounds a job's data plus its result, error and progress: the
+// job record is one store value (100,000 bytes on FoundationDB), and the
+// rest of the record needs room.
+const MaxDataSize = 90_000
+
+// MaxIDSize bounds job ids and type names.
+const MaxIDSize = 256
+
+// Job is a snapshot of a job, as Get and List return it.
+type Job struct {
+	Type        string
+	ID          string
+	State       State
+	Outcome     Outcome // set when State is Finished
+	Data        json.RawMessage
+	Result      json.RawMessage // what the worker returned (Succeeded)
+	Error       string          // the last attempt's error
+	Progress    json.RawMessage // last progress a worker reported
+	Priority    int
+	Attempts    int // attempts started
+	MaxAttempts int // 0: the type's retry policy decides
+	// Resubmitted: the job was added again while it ran; it goes back to
+	// pending when its worker finishes.
+	Resubmitted bool
+	AddedAt     time.Time
+	ScheduledAt time.Time
+	StartedAt   time.Time // of the current or last attempt
+	HeartbeatAt time.Time
+	FinishedAt  time.Time
+}
+
+// record is a job as stored: JSON in one value under the job key.
+type record struct {
+	State       State           `json:"s"`
+	Outcome     Outcome         `json:"o,omitempty"`
+	Data        json.RawMessage `json:"d,omitempty"`
+	Result      json.RawMessage `json:"r,omitempty"`
+	Error       string          `json:"e,omitempty"`
+	Progress    json.RawMessage `json:"p,omitempty"`
+	Priority    int             `json:"pr,omitempty"`
+	Attempts    int             `json:"a,omitempty"`
+	MaxAttempts int             `json:"ma,omitempty"`
+	Retry       *RetryPolicy    `json:"rp,omitempty"`
+	Lock        string          `json:"l,omitempty"`  // running: the holder's lock
+	LastLock    string          `json:"ll,omitempty"` // the lock that last left running, for idempotent retries
+	Resubmit    bool            `json:"rs,omitempty"`
+	ResubmitAt  int64           `json:"rt,omitempty"`
+	AddedAt     int64           `json:"ta"`
+	ScheduledAt int64           `json:"ts"`
+	StartedAt   int64           `json:"tst,omitempty"`
+	HeartbeatAt int64           `json:"th,omitempty"`
+	FinishedAt  int64           `json:"tf,omitempty"`
+	ExpiresAt   int64           `json:"tx,omitempty"` // running: activity deadline
+}
+
+func (r *record) job(typ, id string) *Job {
+	return &Job{
+		Type:        typ,
+		ID:          id,
+		State:       r.State,
+		Outcome:     r.Outcome,
+		Data:        r.Data,
+		Result:      r.Result,
+		Error:       r.Error,
+		Progress:    r.Progress,
+		Priority:    r.Priority,
+		Attempts:    r.Attempts,
+		MaxAttempts: r.MaxAttempts,
+		Resubmitted: r.Resubmit,
+		AddedAt:     fromMs(r.AddedAt),
+		ScheduledAt: fromMs(r.ScheduledAt),
+		StartedAt:   fromMs(r.StartedAt),
+		HeartbeatAt: fromMs(r.HeartbeatAt),
+		FinishedAt:  fromMs(r.FinishedAt),
+	}
+}
+
+func decodeRecord(b []byte, typ, id string) (*record, error) {
+	var r record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("fdbq: job %s/%s: corrupt record: %w", typ, id, err)
+	}
+	return &r, nil
+}
+
+func (r *record) encode() ([]byte, error) {
+	if n := len(r.Data) + len(r.Result) + len(r.Error) + len(r.Progress); n > MaxDataSize {
+		return nil, fmt.Errorf("%w: data, result, error and progress take %d bytes, more than %d", ErrDataTooLarge, n, MaxDataSize)
+	}
+	return json.Marshal(r)
+}
+
+func toMs(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+func fromMs(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
+}
+
+func isHalt(err error) bool { return errors.Is(err, ErrHalt) }

@@ -1,0 +1,277 @@
+package fdbq
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/jobstage/jobstage/kv"
+)
+
+// MonitorOptions configure a Monitor.
+type MonitorOptions struct {
+	// Interval between sweeps; each sweep is jittered by up to half of it
+	// so that monitors in several processes spread out. Default 1 s.
+	Interval time.Duration
+	// ClaimTTL: accept claims (see Accept) older than this are deleted.
+	// Default 5 min.
+	ClaimTTL time.Duration
+	Logger   *slog.Logger
+	// OnSweep, if set, is called after each sweep with what it did.
+	OnSweep func(SweepStats)
+}
+
+// SweepStats is what one sweep did.
+type SweepStats struct {
+	Recycled int // running jobs past their activity deadline made pending again
+	Failed   int // of those, jobs out of attempts, finished as failed
+	Expired  int // finished jobs past retention removed
+}
+
+// Monitor is the activity monitor: it takes back running jobs whose worker
+// stopped heartbeating, and removes finished jobs past their type's
+// retention. Monitors in several processes may run at once: every change is
+// a transaction that re-checks the job, so a job is recycled once.
+//
+// Sweeps go in batches whose size adapts like couch_jobs' (AIMD): start at
+// 1000 jobs, +100 after a transaction that succeeds, ×0.75 after one that
+// fails (too old, too large), at least 1, so a sweep stays inside
+// FoundationDB's 5 s and 10 MB limits whatever the backlog.
+type Monitor struct {
+	q    *Queue
+	opts MonitorOptions
+
+	mu      sync.Mutex
+	batch   int
+	started bool
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// NewMonitor returns a stopped monitor.
+func NewMonitor(q *Queue, o MonitorOptions) *Monitor {
+	if o.Interval <= 0 {
+		o.Interval = time.Second
+	}
+	if o.ClaimTTL <= 0 {
+		o.ClaimTTL = 5 * time.Minute
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return &Monitor{q: q, opts: o, batch: 1000}
+}
+
+// Start runs sweeps in the background until Stop. Starting a started
+// monitor does nothing.
+func (m *Monitor) Start() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.started {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m.started, m.cancel, m.done = true, cancel, make(chan struct{})
+	go m.loop(ctx, m.done)
+}
+
+// Stop ends the background sweeps and waits for the one running, or for
+// ctx. Stopping a stopped (or never started) monitor does nothing.
+func (m *Monitor) Stop(ctx context.Context) error {
+	m.mu.Lock()
+	if !m.started {
+		m.mu.Unlock()
+		return nil
+	}
+	m.started = false
+	cancel, done := m.cancel, m.done
+	m.mu.Unlock()
+	cancel()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (m *Monitor) loop(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	for {
+		d := m.opts.Interval/2 + time.Duration(rand.Int64N(int64(m.opts.Interval)))
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		st, err := m.Sweep(ctx)
+		if err != nil && ctx.Err() == nil {
+			m.opts.Logger.Warn("fdbq: activity monitor sweep failed", "err", err)
+		}
+		if m.opts.OnSweep != nil {
+			m.opts.OnSweep(st)
+		}
+	}
+}
+
+// Sweep runs one sweep over every type now.
+func (m *Monitor) Sweep(ctx context.Context) (SweepStats, error) {
+	var st SweepStats
+	types, err := m.q.Types(ctx, m.q.db)
+	if err != nil {
+		return st, err
+	}
+	var errs []error
+	for _, t := range types {
+		if err := m.recycle(ctx, t.Name, t.Settings, &st); err != nil {
+			errs = append(errs, err)
+		}
+		if t.Settings.Retention > 0 {
+			if err := m.expire(ctx, t.Name, t.Settings.Retention, &st); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	cut := m.q.nowMs() - m.opts.ClaimTTL.Milliseconds()
+	if err := m.q.db.Transact(ctx, func(tx kv.Tx) error {
+		tx.ClearRange(rangeUpTo(m.q.k.claims(), cut))
+		return nil
+	}); err != nil {
+		errs = append(errs, err)
+	}
+	return st, errors.Join(errs...)
+}
+
+// batchSize and adapt implement the AIMD batch size.
+func (m *Monitor) batchSize() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.batch
+}
+
+func (m *Monitor) adapt(ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if ok {
+		m.batch = min(m.batch+100, 10_000)
+	} else {
+		m.batch = max(m.batch*3/4, 1)
+	}
+}
+
+// recycle makes running jobs past their activity deadline pending again
+// (counting the attempt), or failed when out of attempts.
+func (m *Monitor) recycle(ctx context.Context, typ string, s TypeSettings, st *SweepStats) error {
+	q := m.q
+	sub := q.k.activeType(typ)
+	for {
+		now := q.nowMs()
+		n := m.batchSize()
+		var recycled, failed int
+		more := false
+		err := q.db.Transact(ctx, func(tx kv.Tx) error {
+			recycled, failed = 0, 0
+			kvs, err := tx.Snapshot().GetRange(rangeUpTo(sub, now-1), kv.RangeOptions{Limit: n})
+			if err != nil {
+				return err
+			}
+			more = len(kvs) == n
+			for _, e := range kvs {
+				t, err := sub.Unpack(e.Key)
+				if err != nil {
+					return err
+				}
+				id, _ := t[1].(string)
+				exp, _ := t[0].(int64)
+				tx.AddReadConflictKey(e.Key)
+				rec, err := q.load(tx, typ, id)
+				if err != nil {
+					return err
+				}
+				if rec == nil || rec.State != Running || rec.ExpiresAt != exp {
+					continue
+				}
+				next := *rec
+				next.Error = "activity timeout: no heartbeat for " + s.ActivityTimeout.String()
+				next.LastLock = rec.Lock + ":recycle"
+				q.retryOrFail(&next, s)
+				if err := q.put(tx, typ, id, rec, &next); err != nil {
+					return err
+				}
+				if next.State == Finished {
+					failed++
+				} else {
+					recycled++
+				}
+			}
+			return nil
+		})
+		m.adapt(err == nil)
+		if err != nil {
+			if n > 1 && errors.Is(err, kv.ErrTransactionTooLarge) {
+				continue // smaller batch next time round
+			}
+			return err
+		}
+		st.Recycled += recycled + failed
+		st.Failed += failed
+		if !more {
+			return nil
+		}
+	}
+}
+
+// expire removes finished jobs older than the retention.
+func (m *Monitor) expire(ctx context.Context, typ string, retention time.Duration, st *SweepStats) error {
+	q := m.q
+	sub := q.k.finishedType(typ)
+	for {
+		cut := q.nowMs() - retention.Milliseconds()
+		n := m.batchSize()
+		var removed int
+		more := false
+		err := q.db.Transact(ctx, func(tx kv.Tx) error {
+			removed = 0
+			kvs, err := tx.Snapshot().GetRange(rangeUpTo(sub, cut), kv.RangeOptions{Limit: n})
+			if err != nil {
+				return err
+			}
+			more = len(kvs) == n
+			for _, e := range kvs {
+				t, err := sub.Unpack(e.Key)
+				if err != nil {
+					return err
+				}
+				id, _ := t[1].(string)
+				fin, _ := t[0].(int64)
+				tx.AddReadConflictKey(e.Key)
+				rec, err := q.load(tx, typ, id)
+				if err != nil {
+					return err
+				}
+				if rec == nil || rec.State != Finished || rec.FinishedAt != fin {
+					continue
+				}
+				q.drop(tx, typ, id, rec)
+				removed++
+			}
+			return nil
+		})
+		m.adapt(err == nil)
+		if err != nil {
+			if n > 1 && errors.Is(err, kv.ErrTransactionTooLarge) {
+				continue
+			}
+			return err
+		}
+		st.Expired += removed
+		if !more {
+			return nil
+		}
+	}
+}

@@ -1,0 +1,249 @@
+package fdbq
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jobstage/jobstage/kv"
+	"github.com/jobstage/jobstage/kv/tuple"
+)
+
+// DefaultPrefix is the key prefix of a Queue when Options.Prefix is empty.
+var DefaultPrefix = tuple.Tuple{"jobstage"}.MustPack()
+
+// Options configure a Queue.
+type Options struct {
+	// Prefix is the key prefix of everything the queue stores, so several
+	// deployments can share one store. Default: DefaultPrefix.
+	Prefix []byte
+	// Now is the clock (default time.Now); tests inject their own.
+	Now func() time.Time
+}
+
+// Queue is the jobs layer over a kv store. Its operations that take a
+// kv.Transactor run alone (pass the *kv.DB) or inside the caller's
+// transaction (pass the kv.Tx), so an application can add a job, or finish
+// one, atomically with its own writes.
+type Queue struct {
+	db  *kv.DB
+	k   keys
+	now func() time.Time
+}
+
+// New returns a Queue over db.
+func New(db *kv.DB, opts Options) *Queue {
+	prefix := opts.Prefix
+	if len(prefix) == 0 {
+		prefix = DefaultPrefix
+	}
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Queue{db: db, k: keys{root: tuple.FromBytes(prefix)}, now: now}
+}
+
+// DB returns the store the queue runs on.
+func (q *Queue) DB() *kv.DB { return q.db }
+
+func (q *Queue) nowMs() int64 { return q.now().UnixMilli() }
+
+// newToken returns 16 random bytes in hex: job ids and locks.
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func checkName(what, s string) error {
+	if s == "" {
+		return fmt.Errorf("%w: empty %s", ErrInvalidJob, what)
+	}
+	if len(s) > MaxIDSize {
+		return fmt.Errorf("%w: %s of %d bytes is longer than %d", ErrInvalidJob, what, len(s), MaxIDSize)
+	}
+	return nil
+}
+
+// --- records and indexes ---
+
+// load reads a job record with a read conflict; nil if absent.
+func (q *Queue) load(tx kv.ReadTx, typ, id string) (*record, error) {
+	b, err := tx.Get(q.k.job(typ, id))
+	if err != nil || b == nil {
+		return nil, err
+	}
+	return decodeRecord(b, typ, id)
+}
+
+// put writes rec as the new state of the job, replacing old (nil: a new
+// job), and keeps every index and counter in step. All state changes go
+// through put and drop, so the indexes can never disagree with the
+// records.
+func (q *Queue) put(tx kv.Tx, typ, id string, old, rec *record) error {
+	b, err := rec.encode()
+	if err != nil {
+		return err
+	}
+	if old != nil {
+		q.unindex(tx, typ, id, old)
+	}
+	switch rec.State {
+	case Pending:
+		tx.Set(q.k.pending(typ, rec.Priority, rec.ScheduledAt, id), nil)
+		tx.Add(q.k.watch(typ), 1)
+	case Running:
+		tx.Set(q.k.active(typ, rec.ExpiresAt, id), nil)
+	case Finished:
+		tx.Set(q.k.finished(typ, rec.FinishedAt, id), nil)
+	}
+	if old == nil || old.State != rec.State {
+		if old != nil {
+			tx.Add(q.k.count(typ, old.State), -1)
+		}
+		tx.Add(q.k.count(typ, rec.State), 1)
+	}
+	tx.Set(q.k.job(typ, id), b)
+	tx.Add(q.k.change(typ), 1)
+	return nil
+}
+
+// drop deletes a job.
+func (q *Queue) drop(tx kv.Tx, typ, id string, old *record) {
+	q.unindex(tx, typ, id, old)
+	tx.Add(q.k.count(typ, old.State), -1)
+	tx.Clear(q.k.job(typ, id))
+	tx.Add(q.k.change(typ), 1)
+}
+
+func (q *Queue) unindex(tx kv.Tx, typ, id string, old *record) {
+	switch old.State {
+	case Pending:
+		tx.Clear(q.k.pending(typ, old.Priority, old.ScheduledAt, id))
+	case Running:
+		tx.Clear(q.k.active(typ, old.ExpiresAt, id))
+	case Finished:
+		tx.Clear(q.k.finished(typ, old.FinishedAt, id))
+	}
+}
+
+// settings reads a type's settings with a read conflict (a concurrent pause
+// or change makes the caller retry and see it).
+func (q *Queue) settings(tx kv.ReadTx, typ string) (TypeSettings, error) {
+	b, err := tx.Get(q.k.typ(typ))
+	if err != nil {
+		return TypeSettings{}, err
+	}
+	if b == nil {
+		return TypeSettings{}, fmt.Errorf("%w: %q", ErrUnknownType, typ)
+	}
+	return decodeSettings(b, typ)
+}
+
+// --- types ---
+
+// SetType registers a type or changes its settings.
+func (q *Queue) SetType(ctx context.Context, tr kv.Transactor, name string, s TypeSettings) error {
+	if err := checkName("type name", name); err != nil {
+		return err
+	}
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	return tr.Transact(ctx, func(tx kv.Tx) error {
+		tx.Set(q.k.typ(name), b)
+		// Acceptors waiting on a paused type wake up on the watch key.
+		tx.Add(q.k.watch(name), 1)
+		return nil
+	})
+}
+
+// GetType returns a type's settings and counts.
+func (q *Queue) GetType(ctx context.Context, tr kv.ReadTransactor, name string) (*TypeInfo, error) {
+	return kv.ReadTransact(ctx, tr, func(tx kv.ReadTx) (*TypeInfo, error) {
+		s, err := q.settings(tx, name)
+		if err != nil {
+			return nil, err
+		}
+		return q.typeInfo(tx, name, s)
+	})
+}
+
+func (q *Queue) typeInfo(tx kv.ReadTx, name string, s TypeSettings) (*TypeInfo, error) {
+	info := &TypeInfo{Name: name, Settings: s}
+	for _, c := range []struct {
+		st  State
+		dst *int64
+	}{{Pending, &info.Pending}, {Running, &info.Running}, {Finished, &info.Finished}} {
+		b, err := tx.Get(q.k.count(name, c.st))
+		if err != nil {
+			return nil, err
+		}
+		*c.dst = kv.DecodeInt64(b)
+	}
+	return info, nil
+}
+
+// Types lists the registered types with their counts.
+func (q *Queue) Types(ctx context.Context, tr kv.ReadTransactor) ([]*TypeInfo, error) {
+	return kv.ReadTransact(ctx, tr, func(tx kv.ReadTx) ([]*TypeInfo, error) {
+		sub := q.k.types()
+		kvs, err := tx.GetRange(sub.Range(), kv.RangeOptions{})
+		if err != nil {
+			return nil, err
+		}
+		var out []*TypeInfo
+		for _, e := range kvs {
+			t, err := sub.Unpack(e.Key)
+			if err != nil {
+				return nil, err
+			}
+			name, _ := t[0].(string)
+			s, err := decodeSettings(e.Value, name)
+			if err != nil {
+				return nil, err
+			}
+			info, err := q.typeInfo(tx, name, s)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, info)
+		}
+		return out, nil
+	})
+}
+
+// Pause stops acceptance of a type's jobs; adds still work.
+func (q *Queue) Pause(ctx context.Context, tr kv.Transactor, name string) error {
+	return q.setPaused(ctx, tr, name, true)
+}
+
+// Resume undoes Pause.
+func (q *Queue) Resume(ctx context.Context, tr kv.Transactor, name string) error {
+	return q.setPaused(ctx, tr, name, false)
+}
+
+func (q *Queue) setPaused(ctx context.Context, tr kv.Transactor, name string, paused bool) error {
+	return tr.Transact(ctx, func(tx kv.Tx) error {
+		s, err := q.settings(tx, name)
+		if err != nil {
+			return err
+		}
+		s.Paused = paused
+		b, err := json.Marshal(s)
+		if err != nil {
+			return err
+		}
+		tx.Set(q.k.typ(name), b)
+		tx.Add(q.k.watch(name), 1)
+		return nil
+	})
+}

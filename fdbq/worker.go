@@ -1,0 +1,205 @@
+package fdbq
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jobstage/jobstage/kv"
+)
+
+// holding loads the job of a lease and checks that the lease's lock still
+// holds it. exit names the transition the caller makes; when the record
+// shows that this very lease already made it (an earlier attempt whose
+// commit reported an unknown result did commit), done is true and the
+// caller must write nothing: that makes Finish, Fail and Resubmit
+// idempotent under commit_unknown_result.
+func (q *Queue) holding(tx kv.Tx, l *Lease, exit string) (rec *record, done bool, err error) {
+	rec, err = q.load(tx, l.Type, l.ID)
+	if err != nil {
+		return nil, false, err
+	}
+	if rec == nil {
+		return nil, false, fmt.Errorf("%w: %s/%s was removed", ErrHalt, l.Type, l.ID)
+	}
+	if rec.State == Running && rec.Lock == l.Lock {
+		return rec, false, nil
+	}
+	if exit != "" && rec.LastLock == l.Lock+":"+exit {
+		return rec, true, nil
+	}
+	return nil, false, fmt.Errorf("%w: %s/%s is %s under another lock", ErrHalt, l.Type, l.ID, describe(rec))
+}
+
+// HeartbeatOptions carry what a worker reports with a heartbeat.
+type HeartbeatOptions struct {
+	Data     json.RawMessage // replaces the job's data when set
+	Progress json.RawMessage // replaces the job's progress when set
+}
+
+// Heartbeat renews the lease: the activity monitor leaves the job alone for
+// another activity timeout. It fails with ErrHalt when the lock is gone
+// (recycled, canceled, removed). Run it inside the worker's own
+// transaction to make the worker's writes conditional on still holding the
+// job.
+func (q *Queue) Heartbeat(ctx context.Context, tr kv.Transactor, l *Lease, o HeartbeatOptions) error {
+	if len(o.Data) > 0 && !json.Valid(o.Data) {
+		return fmt.Errorf("%w: heartbeat data is not valid JSON", ErrInvalidJob)
+	}
+	if len(o.Progress) > 0 && !json.Valid(o.Progress) {
+		return fmt.Errorf("%w: heartbeat progress is not valid JSON", ErrInvalidJob)
+	}
+	return tr.Transact(ctx, func(tx kv.Tx) error {
+		rec, _, err := q.holding(tx, l, "")
+		if err != nil {
+			return err
+		}
+		s, err := q.settings(tx, l.Type)
+		if err != nil {
+			return err
+		}
+		now := q.nowMs()
+		next := *rec
+		next.HeartbeatAt = now
+		next.ExpiresAt = now + s.ActivityTimeout.Milliseconds()
+		if len(o.Data) > 0 {
+			next.Data = o.Data
+		}
+		if len(o.Progress) > 0 {
+			next.Progress = o.Progress
+		}
+		return q.put(tx, l.Type, l.ID, rec, &next)
+	})
+}
+
+// Finish ends the job successfully with result (JSON, may be empty). If the
+// job was added again while it ran, it goes back to pending instead. It
+// fails with ErrHalt when the lock is gone; then nothing of the caller's
+// transaction may commit, and returning the error from the transactional
+// function ensures it does not.
+func (q *Queue) Finish(ctx context.Context, tr kv.Transactor, l *Lease, result json.RawMessage) error {
+	if len(result) > 0 && !json.Valid(result) {
+		return fmt.Errorf("%w: result of %s/%s is not valid JSON", ErrInvalidJob, l.Type, l.ID)
+	}
+	return tr.Transact(ctx, func(tx kv.Tx) error {
+		rec, done, err := q.holding(tx, l, "finish")
+		if err != nil || done {
+			return err
+		}
+		now := q.nowMs()
+		next := *rec
+		next.Result = result
+		next.LastLock = l.Lock + ":finish"
+		if rec.Resubmit {
+			next.toPending(rec.ResubmitAt)
+			next.Attempts = 0
+		} else {
+			next.finish(Succeeded, now)
+		}
+		return q.put(tx, l.Type, l.ID, rec, &next)
+	})
+}
+
+// Fail records a failed attempt. The job runs again after the retry
+// policy's backoff, or finishes with outcome failed when it has used its
+// attempts. It fails with ErrHalt when the lock is gone.
+func (q *Queue) Fail(ctx context.Context, tr kv.Transactor, l *Lease, cause string) error {
+	return tr.Transact(ctx, func(tx kv.Tx) error {
+		rec, done, err := q.holding(tx, l, "fail")
+		if err != nil || done {
+			return err
+		}
+		s, err := q.settings(tx, l.Type)
+		if err != nil {
+			return err
+		}
+		next := *rec
+		next.Error = truncateError(cause)
+		next.LastLock = l.Lock + ":fail"
+		q.retryOrFail(&next, s)
+		return q.put(tx, l.Type, l.ID, rec, &next)
+	})
+}
+
+// retryOrFail moves a running record whose attempt failed to pending after
+// its backoff, or to finished/failed after its last attempt.
+func (q *Queue) retryOrFail(r *record, s TypeSettings) {
+	now := q.nowMs()
+	policy := s.Retry
+	if r.Retry != nil {
+		policy = *r.Retry
+	}
+	maxAttempts := policy.MaxAttempts
+	if r.MaxAttempts > 0 {
+		maxAttempts = r.MaxAttempts
+	}
+	switch {
+	case r.Resubmit:
+		r.toPending(r.ResubmitAt)
+		r.Attempts = 0
+	case r.Attempts < maxAttempts:
+		r.toPending(now + policy.Delay(r.Attempts).Milliseconds())
+	default:
+		r.finish(Failed, now)
+	}
+}
+
+// Resubmit gives the job back to pending, to run at `at` (zero: now),
+// without counting this attempt; the lock is released. Use it to snooze a
+// job the worker cannot do yet.
+func (q *Queue) Resubmit(ctx context.Context, tr kv.Transactor, l *Lease, at time.Time) error {
+	return tr.Transact(ctx, func(tx kv.Tx) error {
+		rec, done, err := q.holding(tx, l, "resubmit")
+		if err != nil || done {
+			return err
+		}
+		sched := toMs(at)
+		if sched == 0 {
+			sched = q.nowMs()
+		}
+		next := *rec
+		next.LastLock = l.Lock + ":resubmit"
+		next.toPending(sched)
+		next.Attempts = max(rec.Attempts-1, 0)
+		return q.put(tx, l.Type, l.ID, rec, &next)
+	})
+}
+
+// Release hands accepted jobs that never started back to pending at once,
+// without counting the attempt (a stopping pipeline does this with its
+// buffered jobs, instead of leaving them to the activity monitor).
+func (q *Queue) Release(ctx context.Context, tr kv.Transactor, leases []*Lease) error {
+	return tr.Transact(ctx, func(tx kv.Tx) error {
+		for _, l := range leases {
+			rec, done, err := q.holding(tx, l, "resubmit")
+			if err != nil {
+				if isHalt(err) {
+					continue // someone else has it now; nothing to give back
+				}
+				return err
+			}
+			if done {
+				continue
+			}
+			next := *rec
+			next.LastLock = l.Lock + ":resubmit"
+			next.toPending(rec.ScheduledAt)
+			next.Attempts = max(rec.Attempts-1, 0)
+			if err := q.put(tx, l.Type, l.ID, rec, &next); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+const maxErrorLen = 16 << 10
+
+// truncateError keeps the end of a long error (a stack's tail says most).
+func truncateError(s string) string {
+	if len(s) <= maxErrorLen {
+		return s
+	}
+	return "…" + s[len(s)-maxErrorLen:]
+}
