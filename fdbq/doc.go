@@ -6,15 +6,15 @@
 //
 // # States
 //
-//	            Add                 Accept               Finish
-//	  (none) ─────────▶ pending ─────────────▶ running ─────────▶ finished (succeeded)
-//	                      ▲  ▲                  │ │ │
-//	                      │  └── Fail (attempts │ │ └─ Fail, last attempt ─▶ finished (failed)
-//	                      │       left), monitor│ │
-//	                      │       timeout,      │ └─── Cancel ─────────────▶ finished (canceled)
-//	                      │       Resubmit,     │
-//	                      │       Release ◀─────┘
-//	                      └──────── Add (finished: re-enqueue), Requeue (failed, canceled)
+//	          Add                 Accept               Finish
+//	(none) ─────────▶ pending ─────────────▶ running ─────────▶ finished (succeeded)
+//	                    ▲  ▲                  │ │ │
+//	                    │  └── Fail (attempts │ │ └─ Fail, last attempt ─▶ finished (failed)
+//	                    │       left), monitor│ │
+//	                    │       timeout,      │ └─── Cancel ─────────────▶ finished (canceled)
+//	                    │       Resubmit,     │
+//	                    │       Release ◀─────┘
+//	                    └──────── Add (finished: re-enqueue), Requeue (failed, canceled)
 //
 // A running job is held under a lock, a random token made by Accept.
 // Heartbeat, Finish, Fail and Resubmit read the job and check the lock in
