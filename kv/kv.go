@@ -89,8 +89,11 @@ type Tx interface {
 	AddWriteConflictKey(key []byte)
 	AddWriteConflictRange(r Range)
 
-	// Watch returns a watch on key that fires when the key's value differs
-	// from the value this transaction sees, after this transaction commits.
+	// Watch returns a watch on key that fires when the key's value changes
+	// from the value this transaction sees when Watch is called (its own
+	// earlier write, else the value at the read version). Changes are
+	// reported only once this transaction has committed; a write this
+	// transaction makes after Watch is such a change, reported at commit.
 	// If the transaction does not commit, the watch fails with its error.
 	Watch(key []byte) Watch
 	// Versionstamp returns a future for this transaction's versionstamp,

@@ -728,6 +728,14 @@ func (t *txn) Watch(key []byte) kv.Watch {
 	if err == nil {
 		err = checkKey(key)
 	}
+	e := &watchEntry{key: string(key)}
+	if err == nil {
+		// The watch starts from the value this transaction sees now: its own
+		// earlier write, else the value at the read version. A write the
+		// transaction makes after this point is a change the watch reports
+		// once the transaction commits (FoundationDB's rule).
+		e.seen, e.exists, e.pending, err = t.viewLocked(key)
+	}
 	if err == nil {
 		err = t.s.watches.reserve()
 	}
@@ -736,10 +744,34 @@ func (t *txn) Watch(key []byte) kv.Watch {
 		w.Fire(err)
 		return w
 	}
-	e := &watchEntry{key: string(key)}
 	e.w = kv.NewChanWatch(func() { t.s.watches.remove(e) })
 	t.watches = append(t.watches, e)
 	return e.w
+}
+
+// viewLocked returns the value of key as the transaction sees it, without
+// a read conflict; unknown is true when that value is a versionstamped one
+// that only the commit will know.
+//
+// REQUIRES: t.mu is held.
+func (t *txn) viewLocked(key []byte) (value []byte, exists, unknown bool, err error) {
+	e := t.buf.get(key)
+	if e != nil && e.kind == opVSValue {
+		return nil, false, true, nil
+	}
+	if e != nil && e.kind != opAtomic {
+		v, ok := e.resolve(nil, false)
+		return v, ok, false, nil
+	}
+	if e == nil && t.buf.isCleared(key) {
+		return nil, false, false, nil
+	}
+	base, ok, err := t.readSnapshot(key)
+	if err != nil || e == nil {
+		return base, ok, false, err
+	}
+	v, ok := e.resolve(base, ok)
+	return v, ok, false, nil
 }
 
 func (t *txn) Versionstamp() *kv.Future[kv.Versionstamp] {
@@ -792,22 +824,6 @@ func (t *txn) Commit() error {
 		}
 		t.mu.Unlock()
 		return nil
-	}
-	// A watch on a key the transaction did not write compares against the
-	// value at the read version; one on a key it wrote, against the value
-	// it wrote, which the committer fills in.
-	for _, e := range t.watches {
-		if t.buf.get([]byte(e.key)) != nil || t.buf.isCleared([]byte(e.key)) {
-			e.pending = true
-			continue
-		}
-		v, ok, err := t.readSnapshot([]byte(e.key))
-		if err != nil {
-			t.finish(txFailed, err)
-			t.mu.Unlock()
-			return err
-		}
-		e.seen, e.exists = v, ok
 	}
 	req := &commitReq{
 		start:      t.start,

@@ -23,8 +23,9 @@ type watchEntry struct {
 	key    string
 	seen   []byte
 	exists bool
-	// pending: the transaction wrote the key, so seen is the value after
-	// its commit, filled in by the committer.
+	// pending: the transaction had written a versionstamped value to the
+	// key, so seen is the value after its commit, filled in by the
+	// committer.
 	pending bool
 	w       *kv.ChanWatch
 }

@@ -1,0 +1,48 @@
+// Package kvtest is the conformance suite every kv backend runs, and a
+// fault-injecting backend wrapper for tests of kv and of the layers above.
+//
+// A backend's test calls Run (and RunFaulty) with a constructor:
+//
+//	func TestConformance(t *testing.T) {
+//		kvtest.Run(t, func(t *testing.T) *kv.DB { return kv.NewDB(open(t), kv.Options{}) },
+//			kvtest.Features{TransactionLifetime: 300 * time.Millisecond})
+//	}
+//
+// Every test is a subtest that works under its own key prefix
+// ("kvtest/<test name>/<random hex>/") and clears it when done, so the
+// constructor may return one shared database (a FoundationDB cluster) or a
+// fresh one per call.
+//
+// FoundationDB's behaviour is the reference: where the suite and the
+// contract's comments could be read two ways, the suite asserts what
+// FoundationDB does, so that the same layer code behaves identically on
+// every backend. Three places where that matters:
+//
+//   - GetRange with begin > end returns an empty result in FoundationDB
+//     (only ClearRange and the explicit conflict ranges reject an inverted
+//     range, with inverted_range); the suite accepts an empty result or
+//     kv.ErrInvertedRange for reads and requires kv.ErrInvertedRange from an
+//     inverted ClearRange.
+//   - A range read stopped by its Limit conflicts only on the keys up to the
+//     last one returned, so inserting beyond it does not conflict.
+//   - A watch reports a change made by its own transaction after the watch
+//     was created; a value the transaction set before creating the watch is
+//     the watch's starting value.
+//
+// # Faults
+//
+// FaultyBackend wraps any backend and makes FoundationDB's failure modes
+// happen on one machine: conflicts, transaction_too_old (at commit and on
+// reads), commit_unknown_result both when the commit did not apply and when
+// it did, and delays before commit. RunFaulty runs the whole suite through
+// it; tests that assert the exact outcome of one raw commit are skipped
+// there, everything that goes through DB.Transact's retry loop must still
+// pass. Layers above kv use NewFaultyDB to run their own concurrency tests
+// through the same faults.
+//
+// Transactional functions in the suite that are not naturally idempotent
+// write a marker key per operation and return early when it exists, as
+// FoundationDB's developer guide advises: a commit_unknown_result after a
+// commit that applied is retried, and without the marker the retry would
+// apply the operation twice.
+package kvtest

@@ -1,0 +1,327 @@
+package kvtest
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jobstage/jobstage/kv"
+)
+
+// RunFaulty runs the conformance suite with every database newDB returns
+// wrapped in a FaultyBackend (DefaultFaultOptions, through NewFaultyDB),
+// with f.Faults set, and then the FaultyBackend's own tests under
+// "FaultyBackend/". Each test's seed derives from its name and is logged,
+// so a failure can be replayed with NewFaultyBackend.
+func RunFaulty(t *testing.T, newDB func(t *testing.T) *kv.DB, f Features) {
+	f.Faults = true
+	Run(t, func(t *testing.T) *kv.DB {
+		seed := seedFor(t.Name())
+		t.Logf("fault seed %d", seed)
+		db, fb := NewFaultyDB(newDB(t), DefaultFaultOptions(seed))
+		t.Cleanup(func() { t.Logf("faults: %+v", fb.Counts()) })
+		return db
+	}, f)
+	t.Run("FaultyBackend", func(t *testing.T) {
+		for _, tc := range faultTests() {
+			t.Run(tc.name, func(t *testing.T) { tc.run(newEnv(t, newDB(t), f)) })
+		}
+	})
+}
+
+func seedFor(name string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return int64(h.Sum64())
+}
+
+func faultTests() []test {
+	return []test{
+		{name: "InjectedCommitFaults", run: testInjectedCommitFaults},
+		{name: "InjectedReadFault", run: testInjectedReadFault},
+		{name: "Delay", run: testInjectedDelay},
+		{name: "PassesItselfToFunctions", run: testFaultyPassesItself},
+		{name: "EveryFaultHappens", run: testEveryFaultHappens},
+		{name: "Reproducible", run: testFaultsReproducible},
+		{name: "IdempotentIncrement", run: testIdempotentIncrement},
+	}
+}
+
+// faulty returns a DB over the test's backend with faults o.
+func (e *env) faulty(o FaultOptions) (*kv.DB, *FaultyBackend) {
+	if o.Seed == 0 {
+		o.Seed = seedFor(e.Name())
+	}
+	return NewFaultyDB(e.db, o)
+}
+
+// wantInjected fails the test unless err matches target and says it was
+// injected.
+func (e *env) wantInjected(err, target error, what string) {
+	e.Helper()
+	var kerr *kv.Error
+	if !errors.Is(err, target) || !errors.As(err, &kerr) || !strings.Contains(kerr.Detail, "injected") {
+		e.Errorf("%s: err = %v, want an injected %v", what, err, target)
+	}
+}
+
+// testInjectedCommitFaults: each commit fault, made certain, gives its
+// error, applies or not as it says, and fails the transaction's watches
+// and versionstamp with the same error.
+func testInjectedCommitFaults(e *env) {
+	for _, c := range []struct {
+		name    string
+		o       FaultOptions
+		want    error
+		applied bool
+		count   func(FaultCounts) int64
+	}{
+		{"conflict", FaultOptions{ConflictRate: 1}, kv.ErrNotCommitted, false,
+			func(c FaultCounts) int64 { return c.Conflicts }},
+		{"too-old", FaultOptions{TooOldRate: 1}, kv.ErrTransactionTooOld, false,
+			func(c FaultCounts) int64 { return c.TooOld }},
+		{"unknown-not-applied", FaultOptions{UnknownNotAppliedRate: 1}, kv.ErrCommitUnknownResult, false,
+			func(c FaultCounts) int64 { return c.UnknownNotApplied }},
+		{"unknown-applied", FaultOptions{UnknownAppliedRate: 1}, kv.ErrCommitUnknownResult, true,
+			func(c FaultCounts) int64 { return c.UnknownApplied }},
+	} {
+		_, fb := e.faulty(c.o)
+		tx, err := fb.Begin(e.ctx)
+		if err != nil {
+			e.Fatal(err)
+		}
+		key := e.k(c.name)
+		tx.Set(key, []byte("v"))
+		w := tx.Watch(e.k(c.name + "/watched"))
+		stamp := tx.Versionstamp()
+		err = tx.Commit()
+		e.wantInjected(err, c.want, c.name)
+		if got := e.getKey(key) != nil; got != c.applied {
+			e.Errorf("%s: applied = %t, want %t", c.name, got, c.applied)
+		}
+		e.await(w.Ready(), c.name+": watch")
+		e.wantErr(w.Wait(e.ctx), c.want, c.name+": watch")
+		e.await(stamp.Ready(), c.name+": versionstamp")
+		_, serr := stamp.Get(e.ctx)
+		e.wantErr(serr, c.want, c.name+": versionstamp")
+		if n := c.count(fb.Counts()); n != 1 {
+			e.Errorf("%s: counted %d, want 1", c.name, n)
+		}
+		if n := fb.Counts().Injected(); n != 1 {
+			e.Errorf("%s: %d faults injected in all, want 1", c.name, n)
+		}
+	}
+}
+
+// testInjectedReadFault: once a read fails with transaction_too_old, the
+// transaction stays too old: every later read and the commit fail, and
+// nothing applies.
+func testInjectedReadFault(e *env) {
+	e.put("k", "v")
+	_, fb := e.faulty(FaultOptions{TooOldRate: 1}) // reads: ReadTooOldFraction
+	tx, err := fb.Begin(e.ctx)
+	if err != nil {
+		e.Fatal(err)
+	}
+	tx.Set(e.k("written"), []byte("x"))
+	reads := 0
+	for ; err == nil && reads < 1000; reads++ {
+		_, err = tx.Get(e.k("k"))
+	}
+	e.wantInjected(err, kv.ErrTransactionTooOld, fmt.Sprintf("after %d reads", reads))
+	_, err = tx.GetRange(e.all(), kv.RangeOptions{})
+	e.wantInjected(err, kv.ErrTransactionTooOld, "GetRange after a too-old read")
+	_, err = tx.Snapshot().Get(e.k("k"))
+	e.wantInjected(err, kv.ErrTransactionTooOld, "snapshot Get after a too-old read")
+	it := tx.Iterate(e.all(), kv.RangeOptions{})
+	if it.Next() {
+		e.Errorf("Iterate after a too-old read returned a key-value")
+	}
+	e.wantInjected(it.Err(), kv.ErrTransactionTooOld, "Iterate after a too-old read")
+	e.wantInjected(tx.Commit(), kv.ErrTransactionTooOld, "Commit after a too-old read")
+	e.wantValue("written", nil)
+	if c := fb.Counts(); c.TooOldReads != 1 || c.TooOld != 0 {
+		e.Errorf("counts %+v, want exactly one too-old read", c)
+	}
+}
+
+// testInjectedDelay: a delay slows the commit down and changes nothing
+// else.
+func testInjectedDelay(e *env) {
+	const delay = 20 * time.Millisecond
+	db, fb := e.faulty(FaultOptions{DelayRate: 1, MaxDelay: delay})
+	for i := range 5 {
+		if err := db.Transact(e.ctx, func(tx kv.Tx) error {
+			tx.Set(e.k(fmt.Sprint(i)), []byte("v"))
+			return nil
+		}); err != nil {
+			e.Fatal(err)
+		}
+	}
+	e.wantKeys(e.all(), "0", "1", "2", "3", "4")
+	if c := fb.Counts(); c.Delays != 5 || c.Injected() != 0 {
+		e.Errorf("counts %+v, want 5 delays and nothing else", c)
+	}
+}
+
+// testFaultyPassesItself: functions run inside a wrapped transaction see the
+// wrapper, not the inner transaction, so their reads meet the faults too.
+func testFaultyPassesItself(e *env) {
+	_, fb := e.faulty(FaultOptions{})
+	tx, err := fb.Begin(e.ctx)
+	if err != nil {
+		e.Fatal(err)
+	}
+	defer tx.Cancel()
+	var inTransact, inReadTransact, inSnapshot kv.ReadTx
+	if err := tx.Transact(e.ctx, func(t kv.Tx) error { inTransact = t; return nil }); err != nil {
+		e.Fatal(err)
+	}
+	if err := tx.ReadTransact(e.ctx, func(t kv.ReadTx) error { inReadTransact = t; return nil }); err != nil {
+		e.Fatal(err)
+	}
+	snap := tx.Snapshot()
+	if err := snap.ReadTransact(e.ctx, func(t kv.ReadTx) error { inSnapshot = t; return nil }); err != nil {
+		e.Fatal(err)
+	}
+	if inTransact != kv.ReadTx(tx) {
+		e.Errorf("Transact passed %T, want the wrapper", inTransact)
+	}
+	if inReadTransact != kv.ReadTx(tx) {
+		e.Errorf("ReadTransact passed %T, want the wrapper", inReadTransact)
+	}
+	if inSnapshot != snap {
+		e.Errorf("Snapshot().ReadTransact passed %T, want the wrapper's snapshot view", inSnapshot)
+	}
+}
+
+// testEveryFaultHappens: at moderate rates, enough transactions meet every
+// kind of fault, and the retry loop still commits each of them once.
+func testEveryFaultHappens(e *env) {
+	db, fb := e.faulty(FaultOptions{
+		ConflictRate: 0.1, TooOldRate: 0.1, UnknownNotAppliedRate: 0.1, UnknownAppliedRate: 0.1,
+		DelayRate: 0.1, MaxDelay: time.Millisecond,
+	})
+	const n = 400
+	e.put("r", "v")
+	for i := range n {
+		if err := db.Transact(e.ctx, func(tx kv.Tx) error {
+			for range 5 {
+				if _, err := tx.Get(e.k("r")); err != nil {
+					return err
+				}
+			}
+			tx.Set(e.k(fmt.Sprintf("w/%03d", i)), []byte("v"))
+			return nil
+		}); err != nil {
+			e.Fatal(err)
+		}
+	}
+	if got := len(e.scan(e.r("w/"))); got != n {
+		e.Errorf("%d keys written, want %d", got, n)
+	}
+	c := fb.Counts()
+	e.Logf("counts after %d transactions: %+v", n, c)
+	for name, v := range map[string]int64{
+		"Conflicts": c.Conflicts, "TooOld": c.TooOld, "TooOldReads": c.TooOldReads,
+		"UnknownNotApplied": c.UnknownNotApplied, "UnknownApplied": c.UnknownApplied, "Delays": c.Delays,
+	} {
+		if v == 0 {
+			e.Errorf("no %s injected", name)
+		}
+	}
+}
+
+// testFaultsReproducible: the same seed and the same sequential work inject
+// the same faults.
+func testFaultsReproducible(e *env) {
+	o := DefaultFaultOptions(42)
+	o.ConflictRate, o.UnknownAppliedRate = 0.2, 0.2
+	run := func(name string) FaultCounts {
+		db, fb := NewFaultyDB(e.db, o)
+		for i := range 100 {
+			if err := db.Transact(e.ctx, func(tx kv.Tx) error {
+				if _, err := tx.Get(e.k(name + "/r")); err != nil {
+					return err
+				}
+				tx.Set(e.k(fmt.Sprintf("%s/%03d", name, i)), []byte("v"))
+				return nil
+			}); err != nil {
+				e.Fatal(err)
+			}
+		}
+		return fb.Counts()
+	}
+	first, second := run("first"), run("second")
+	if first != second {
+		e.Errorf("same seed, same work, different faults:\n%+v\n%+v", first, second)
+	}
+	if first.Injected() == 0 {
+		e.Errorf("no faults injected: %+v", first)
+	}
+}
+
+// testIdempotentIncrement: under commit_unknown_result faults, an increment
+// guarded by a marker per operation (FoundationDB's developer guide's
+// advice) ends exactly right, while a naive one counts every commit that
+// applied and was retried once more.
+func testIdempotentIncrement(e *env) {
+	db, fb := e.faulty(FaultOptions{UnknownNotAppliedRate: 0.2, UnknownAppliedRate: 0.2})
+	const workers, perWorker = 8, 25
+	const n = workers * perWorker
+	increment := func(naive bool) {
+		e.Helper()
+		var wg sync.WaitGroup
+		errs := make(chan error, workers)
+		for w := range workers {
+			wg.Go(func() {
+				for i := range perWorker {
+					err := db.Transact(e.ctx, func(tx kv.Tx) error {
+						if naive {
+							tx.Add(e.k("naive"), 1)
+							return nil
+						}
+						if done, err := once(tx, e.k(fmt.Sprintf("op/%d/%d", w, i))); done || err != nil {
+							return err
+						}
+						tx.Add(e.k("exact"), 1)
+						return nil
+					})
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			e.Fatal(err)
+		}
+	}
+	increment(false)
+	before := fb.Counts()
+	increment(true)
+	applied := fb.Counts().UnknownApplied - before.UnknownApplied
+
+	exact, naive := kv.DecodeInt64(e.get("exact")), kv.DecodeInt64(e.get("naive"))
+	e.Logf("exact %d, naive %d, after %d increments; %d commits applied and were reported unknown",
+		exact, naive, n, applied)
+	if exact != n {
+		e.Errorf("idempotent counter = %d, want %d", exact, n)
+	}
+	if naive < exact {
+		e.Errorf("naive counter = %d, below the exact %d", naive, exact)
+	}
+	if naive != n+applied {
+		e.Errorf("naive counter = %d, want %d increments + %d applied commits retried", naive, n, applied)
+	}
+	if applied == 0 || before.UnknownApplied == 0 {
+		e.Errorf("no commit_unknown_result after applying injected: %+v", fb.Counts())
+	}
+}
