@@ -80,24 +80,36 @@ func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lea
 		if len(res.leases) > 0 || !wait {
 			return res.leases, nil
 		}
+		if res.watch == nil {
+			// A retry found the claim of an attempt that did commit, but
+			// its jobs were taken from it meanwhile (canceled, removed):
+			// there is nothing to return and no watch was set, so look
+			// again under a new lock.
+			continue
+		}
 		var timer <-chan time.Time
+		stopTimer := func() {}
 		if res.next > 0 {
 			d := time.Duration(res.next-q.nowMs()) * time.Millisecond
 			t := time.NewTimer(max(d, time.Millisecond))
-			timer = t.C
-			defer t.Stop()
+			// Stopped each time round rather than deferred, so a long
+			// wait woken many times does not pile up deferred calls.
+			timer, stopTimer = t.C, func() { t.Stop() }
 		}
 		select {
 		case <-res.watch.Ready():
 		case <-timer:
 			res.watch.Cancel()
 		case <-deadline:
+			stopTimer()
 			res.watch.Cancel()
 			return nil, nil
 		case <-ctx.Done():
+			stopTimer()
 			res.watch.Cancel()
 			return nil, ctx.Err()
 		}
+		stopTimer()
 	}
 }
 

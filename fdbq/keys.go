@@ -25,8 +25,6 @@ type keys struct {
 
 func (k keys) job(typ, id string) []byte { return k.root.MustPack(tuple.Tuple{tagJob, typ, id}) }
 
-func (k keys) jobs(typ string) tuple.Subspace { return k.root.Sub(tagJob, typ) }
-
 func (k keys) pending(typ string, priority int, schedMs int64, id string) []byte {
 	return k.root.MustPack(tuple.Tuple{tagPending, typ, -priority, schedMs, id})
 }
@@ -68,7 +66,7 @@ func (k keys) claim(ms int64, lock string) []byte {
 
 func (k keys) claims() tuple.Subspace { return k.root.Sub(tagClaim) }
 
-// rangeBefore is the range of keys of sub whose next element is an integer
+// rangeUpTo is the range of keys of sub whose next element is an integer
 // at most max: (sub, ≤max, …).
 func rangeUpTo(sub tuple.Subspace, max int64) kv.Range {
 	r := sub.Range()

@@ -184,8 +184,15 @@ func (q *Queue) Release(ctx context.Context, tr kv.Transactor, leases []*Lease) 
 			}
 			next := *rec
 			next.LastLock = l.Lock + ":resubmit"
-			next.toPending(rec.ScheduledAt)
-			next.Attempts = max(rec.Attempts-1, 0)
+			if rec.Resubmit {
+				// Added again while held: it goes where the add asked, as
+				// it would after Finish or Fail.
+				next.toPending(rec.ResubmitAt)
+				next.Attempts = 0
+			} else {
+				next.toPending(rec.ScheduledAt)
+				next.Attempts = max(rec.Attempts-1, 0)
+			}
 			if err := q.put(tx, l.Type, l.ID, rec, &next); err != nil {
 				return err
 			}
