@@ -170,12 +170,12 @@ func (s *Store) commitBatch(batch []*commitReq) {
 		results[i].stamp = stamp
 		accepted = append(accepted, req)
 	}
-	s.res.batches = append(s.res.batches, rec)
 	if len(accepted) == 0 {
 		pb.Close()
 		s.answer(batch, results)
 		return
 	}
+	s.res.batches = append(s.res.batches, rec)
 	var vb [8]byte
 	binary.BigEndian.PutUint64(vb[:], version)
 	_ = pb.Set(versionKey, vb[:], nil)
