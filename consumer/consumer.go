@@ -1,0 +1,193 @@
+package consumer
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/jobstage/jobstage/fdbq"
+)
+
+// Job is what a handler gets: the job's typed data and its metadata.
+type Job[T any] struct {
+	ID          string
+	Type        string
+	Data        T
+	Attempt     int // 1 on the first attempt
+	Priority    int
+	ScheduledAt time.Time
+	Lease       *fdbq.Lease
+
+	env *Envelope
+}
+
+// Progress records progress (any JSON value) with a heartbeat. It fails
+// with fdbq.ErrHalt when the job's lock is gone.
+func (j *Job[T]) Progress(ctx context.Context, progress any) error {
+	b, err := json.Marshal(progress)
+	if err != nil {
+		return fmt.Errorf("consumer: encode progress: %w", err)
+	}
+	q := j.env.q
+	return q.Heartbeat(ctx, q.DB(), j.Lease, fdbq.HeartbeatOptions{Progress: b})
+}
+
+// Handler works one job. Its result is stored as the job's result (JSON);
+// an error fails the attempt (retried per the type's policy). Its context
+// is cancelled when the job's lock is gone, its per-job timeout passes, or
+// the pipeline stops past its drain deadline.
+type Handler[T, R any] func(ctx context.Context, job *Job[T]) (R, error)
+
+// Middleware wraps a handler: logging, metrics, timeouts, recovery.
+type Middleware[T, R any] func(Handler[T, R]) Handler[T, R]
+
+// Defaults of Options.
+const DefaultConcurrency = 10
+
+// Options configure a consumer stage.
+type Options struct {
+	// Name labels the consumer in logs; default the handler's job type.
+	Name string
+	// Concurrency bounds handlers running at once (GenStage's
+	// ConsumerSupervisor max_demand); default DefaultConcurrency.
+	Concurrency int
+	// MaxDemand is how many jobs the consumer asks for up front; default
+	// Concurrency. MinDemand is the level at which it asks again; default
+	// MaxDemand/2. Jobs asked for beyond Concurrency wait in the consumer's
+	// buffer, already accepted, so that a handler finds its next job at
+	// once.
+	MaxDemand int
+	MinDemand int
+	// JobTimeout bounds one attempt; 0: none.
+	JobTimeout time.Duration
+}
+
+func (o *Options) defaults() error {
+	if o.Concurrency <= 0 {
+		o.Concurrency = DefaultConcurrency
+	}
+	if o.MaxDemand <= 0 {
+		o.MaxDemand = o.Concurrency
+	}
+	if o.MinDemand <= 0 && o.MaxDemand > 1 {
+		o.MinDemand = o.MaxDemand / 2
+	}
+	if o.MinDemand >= o.MaxDemand {
+		return fmt.Errorf("consumer: min demand %d must be below max demand %d", o.MinDemand, o.MaxDemand)
+	}
+	return nil
+}
+
+// Consumer is a consumer stage: it asks for jobs, runs a handler on each
+// up to its concurrency, and acknowledges each outcome.
+type Consumer struct {
+	opts Options
+	run  func(e *Envelope)
+}
+
+// New returns a consumer running h, wrapped by mw (the first wraps
+// outermost). T is the type the job's JSON data decodes into, R the type
+// of the result stored.
+func New[T, R any](h Handler[T, R], o Options, mw ...Middleware[T, R]) (*Consumer, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	for i := len(mw) - 1; i >= 0; i-- {
+		h = mw[i](h)
+	}
+	timeout := o.JobTimeout
+	return &Consumer{opts: o, run: func(e *Envelope) {
+		if !e.Start() {
+			e.Ack(nil, context.Cause(e.Context()))
+			return
+		}
+		result, err := runTyped(e, h, timeout)
+		e.Ack(result, err)
+	}}, nil
+}
+
+// Must is New that panics on bad options, for package-level pipelines.
+func Must(c *Consumer, err error) *Consumer {
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
+// Options returns the consumer's options with defaults filled in.
+func (c *Consumer) Options() Options { return c.opts }
+
+// runTyped decodes the job's data, runs the handler (panics become errors
+// with the stack), and encodes its result.
+func runTyped[T, R any](e *Envelope, h Handler[T, R], timeout time.Duration) (result json.RawMessage, err error) {
+	l := e.Lease
+	job := &Job[T]{ID: l.ID, Type: l.Type, Attempt: l.Attempts, Priority: l.Priority, ScheduledAt: l.ScheduledAt, Lease: l, env: e}
+	if len(l.Data) > 0 {
+		if err := json.Unmarshal(l.Data, &job.Data); err != nil {
+			return nil, fmt.Errorf("consumer: decode data of %s/%s: %w", l.Type, l.ID, err)
+		}
+	}
+	ctx := e.Context()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, timeout, fmt.Errorf("consumer: job timed out after %v", timeout))
+		defer cancel()
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			result, err = nil, fmt.Errorf("consumer: handler panicked: %v\n%s", p, debug.Stack())
+		}
+	}()
+	r, err := h(ctx, job)
+	if err != nil {
+		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil && cause != err {
+			err = fmt.Errorf("%w (%v)", err, cause)
+		}
+		return nil, err
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("consumer: encode result of %s/%s: %w", l.Type, l.ID, err)
+	}
+	return b, nil
+}
+
+// Serve runs the consumer's GenStage loop: it asks for MaxDemand jobs up
+// front with ask, runs each envelope from in (at most Concurrency at
+// once), and asks again for what it is missing whenever the jobs it asked
+// for and has not finished fall to MinDemand. It returns when in is closed
+// and every handler it started has acknowledged.
+func (c *Consumer) Serve(in <-chan *Envelope, ask func(n int)) {
+	maxD, minD := c.opts.MaxDemand, c.opts.MinDemand
+	sem := make(chan struct{}, c.opts.Concurrency)
+	finished := make(chan struct{}, maxD)
+	var wg sync.WaitGroup
+	outstanding := maxD // asked for and not finished
+	ask(maxD)
+	for {
+		select {
+		case e, ok := <-in:
+			if !ok {
+				wg.Wait()
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sem <- struct{}{}
+				c.run(e)
+				<-sem
+				finished <- struct{}{}
+			}()
+		case <-finished:
+			outstanding--
+			if outstanding <= minD {
+				ask(maxD - outstanding)
+				outstanding = maxD
+			}
+		}
+	}
+}

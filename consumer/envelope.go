@@ -1,0 +1,239 @@
+package consumer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jobstage/jobstage/fdbq"
+)
+
+// ErrHalted is the cause of a handler's context when the job's lock is gone
+// (recycled, canceled, removed): the handler should stop, since nothing it
+// commits with the job will be kept.
+var ErrHalted = errors.New("consumer: job halted: its lock is gone")
+
+// ErrStopping is the cause a pipeline gives the contexts of its jobs when
+// it stops and its drain deadline has passed: a handler interrupted by it
+// has its job handed back to pending without counting the attempt.
+var ErrStopping = errors.New("consumer: pipeline stopping")
+
+// ErrReleased is the cause of an envelope's context when the job was handed
+// back to pending without running (a stopping pipeline).
+var ErrReleased = errors.New("consumer: job released to pending")
+
+// Envelope is one accepted job in flight through a pipeline: the lease, a
+// context that is cancelled when the job must stop, a heartbeat that keeps
+// the lease alive until the job is acknowledged, and the acknowledgement
+// that commits the outcome. A job delivered to several consumers (a
+// broadcast) is acknowledged by each; the last acknowledgement commits:
+// finish if all succeeded, fail with the first error otherwise.
+type Envelope struct {
+	Lease *fdbq.Lease
+
+	q      *fdbq.Queue
+	fin    Finisher
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	acks  atomic.Int32 // acknowledgements still expected
+	state atomic.Int32 // buffered, started, settled
+
+	mu     sync.Mutex
+	result json.RawMessage
+	err    error
+
+	hbStop chan struct{}
+	done   chan struct{}
+	outErr error // what committing the outcome returned
+}
+
+// Finisher commits job outcomes. The default commits each in its own
+// transaction; a BatchFinisher groups them.
+type Finisher interface {
+	Finish(ctx context.Context, l *fdbq.Lease, result json.RawMessage) error
+	Fail(ctx context.Context, l *fdbq.Lease, cause string) error
+}
+
+// queueFinisher commits each outcome in its own transaction.
+type queueFinisher struct{ q *fdbq.Queue }
+
+func (f queueFinisher) Finish(ctx context.Context, l *fdbq.Lease, r json.RawMessage) error {
+	return f.q.Finish(ctx, f.q.DB(), l, r)
+}
+
+func (f queueFinisher) Fail(ctx context.Context, l *fdbq.Lease, cause string) error {
+	return f.q.Fail(ctx, f.q.DB(), l, cause)
+}
+
+// EnvelopeOptions configure NewEnvelope.
+type EnvelopeOptions struct {
+	// Acks is how many acknowledgements commit the job (1, or the number of
+	// consumers of a broadcast).
+	Acks int
+	// Heartbeat is the interval of the lease's heartbeat; 0: a third of the
+	// type's activity timeout, looked up by the caller.
+	Heartbeat time.Duration
+	// Finisher commits the outcome; nil: one transaction per job.
+	Finisher Finisher
+	// OnDone, if set, runs once the outcome is committed or the job was
+	// released (the pipeline counts jobs in flight with it).
+	OnDone func(*Envelope)
+}
+
+// NewEnvelope wraps an accepted lease and starts its heartbeat. parent
+// bounds the job's life: when it ends, handlers are cancelled.
+func NewEnvelope(parent context.Context, q *fdbq.Queue, l *fdbq.Lease, o EnvelopeOptions) *Envelope {
+	if o.Acks < 1 {
+		o.Acks = 1
+	}
+	ctx, cancel := context.WithCancelCause(parent)
+	e := &Envelope{Lease: l, q: q, fin: o.Finisher, ctx: ctx, cancel: cancel, hbStop: make(chan struct{}), done: make(chan struct{})}
+	if e.fin == nil {
+		e.fin = queueFinisher{q}
+	}
+	e.acks.Store(int32(o.Acks))
+	if o.Heartbeat > 0 {
+		go e.heartbeat(o.Heartbeat)
+	}
+	if o.OnDone != nil {
+		go func() {
+			<-e.done
+			o.OnDone(e)
+		}()
+	}
+	return e
+}
+
+// Context is cancelled when the job must stop: its lock is gone
+// (ErrHalted), it was released, or the pipeline's context ended.
+func (e *Envelope) Context() context.Context { return e.ctx }
+
+// Done is closed once the outcome is committed (or the job released).
+func (e *Envelope) Done() <-chan struct{} { return e.done }
+
+// Err is what committing the outcome returned (nil, or fdbq.ErrHalt when
+// the lock was gone); valid after Done.
+func (e *Envelope) Err() error { return e.outErr }
+
+// heartbeat renews the lease until the job is settled; a halt cancels the
+// handlers.
+func (e *Envelope) heartbeat(every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.hbStop:
+			return
+		case <-e.ctx.Done():
+			return
+		case <-t.C:
+			err := e.q.Heartbeat(e.ctx, e.q.DB(), e.Lease, fdbq.HeartbeatOptions{})
+			if errors.Is(err, fdbq.ErrHalt) {
+				e.cancel(ErrHalted)
+				return
+			}
+		}
+	}
+}
+
+const (
+	buffered int32 = iota
+	started        // a handler began: it can no longer be released
+	settled        // acknowledged or released
+)
+
+// Start marks the job as started by a handler. It returns false if the job
+// was released or halted before: the handler must not run (but must still
+// Ack).
+func (e *Envelope) Start() bool {
+	for {
+		switch s := e.state.Load(); s {
+		case settled:
+			return false
+		case started:
+			return e.ctx.Err() == nil
+		default:
+			if e.state.CompareAndSwap(buffered, started) {
+				return e.ctx.Err() == nil
+			}
+		}
+	}
+}
+
+// Ack records one consumer's outcome; the last one commits it. A handler
+// that was never started (its Start returned false) still acks, with the
+// context's cause, so that broadcast counts stay right.
+func (e *Envelope) Ack(result json.RawMessage, err error) {
+	e.mu.Lock()
+	if err != nil && e.err == nil {
+		e.err = err
+	}
+	if err == nil && e.result == nil {
+		e.result = result
+	}
+	e.mu.Unlock()
+	if e.acks.Add(-1) != 0 {
+		return
+	}
+	if e.state.Swap(settled) == settled {
+		return // released before any handler started
+	}
+	close(e.hbStop)
+	// The outcome is committed even when the pipeline is stopping: the
+	// work was done; only a halted job has nothing to commit.
+	ctx := context.WithoutCancel(e.ctx)
+	switch cause := context.Cause(e.ctx); {
+	case errors.Is(cause, ErrHalted):
+		e.outErr = fdbq.ErrHalt
+	case e.err != nil && errors.Is(cause, ErrStopping):
+		e.outErr = e.q.Release(ctx, e.q.DB(), []*fdbq.Lease{e.Lease})
+	case e.err != nil:
+		e.outErr = e.fin.Fail(ctx, e.Lease, e.err.Error())
+	default:
+		e.outErr = e.fin.Finish(ctx, e.Lease, e.result)
+	}
+	e.cancel(context.Canceled)
+	close(e.done)
+}
+
+// ReleaseUnstarted hands back to pending, in one transaction per job type,
+// the envelopes no handler has started, and returns how many it released.
+// A stopping pipeline releases the jobs it still buffers, so they are
+// pending again at once instead of after the activity timeout. Envelopes a
+// handler already started are left alone.
+func ReleaseUnstarted(ctx context.Context, envs []*Envelope) (int, error) {
+	byQueue := map[*fdbq.Queue][]*Envelope{}
+	for _, e := range envs {
+		if e.state.CompareAndSwap(buffered, settled) {
+			close(e.hbStop)
+			e.cancel(ErrReleased)
+			byQueue[e.q] = append(byQueue[e.q], e)
+		}
+	}
+	n := 0
+	var errs []error
+	for q, group := range byQueue {
+		leases := make([]*fdbq.Lease, len(group))
+		for i, e := range group {
+			leases[i] = e.Lease
+		}
+		err := q.Release(ctx, q.DB(), leases)
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			n += len(group)
+		}
+		for _, e := range group {
+			e.outErr = err
+			close(e.done)
+		}
+	}
+	return n, errors.Join(errs...)
+}
+
+// PendingAcks is how many acknowledgements the job still expects.
+func (e *Envelope) PendingAcks() int { return int(e.acks.Load()) }

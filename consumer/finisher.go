@@ -1,0 +1,164 @@
+package consumer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+
+	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/kv"
+)
+
+// BatchFinisher commits the outcomes of jobs that end together in one
+// transaction: while one batch commits, the next gathers. Each outcome is
+// still checked against its own lock; one whose lock is gone gets
+// fdbq.ErrHalt and is left out, without failing the others.
+type BatchFinisher struct {
+	q    *fdbq.Queue
+	max  int
+	reqs chan *finishReq
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+type finishReq struct {
+	ctx    context.Context
+	lease  *fdbq.Lease
+	result json.RawMessage
+	fail   bool
+	cause  string
+	done   chan error
+}
+
+var _ Finisher = (*BatchFinisher)(nil)
+
+// ErrFinisherClosed: the finisher was closed before the outcome was
+// committed; the job stays running until the activity monitor retries it.
+var ErrFinisherClosed = errors.New("consumer: finisher closed")
+
+// NewBatchFinisher starts a finisher that commits up to max outcomes per
+// transaction (default 256). Close stops it.
+func NewBatchFinisher(q *fdbq.Queue, max int) *BatchFinisher {
+	if max <= 0 {
+		max = 256
+	}
+	b := &BatchFinisher{q: q, max: max, reqs: make(chan *finishReq, max), stop: make(chan struct{}), done: make(chan struct{})}
+	go b.loop()
+	return b
+}
+
+// Finish implements Finisher.
+func (b *BatchFinisher) Finish(ctx context.Context, l *fdbq.Lease, result json.RawMessage) error {
+	return b.submit(&finishReq{ctx: ctx, lease: l, result: result})
+}
+
+// Fail implements Finisher.
+func (b *BatchFinisher) Fail(ctx context.Context, l *fdbq.Lease, cause string) error {
+	return b.submit(&finishReq{ctx: ctx, lease: l, fail: true, cause: cause})
+}
+
+func (b *BatchFinisher) submit(r *finishReq) error {
+	r.done = make(chan error, 1)
+	select {
+	case b.reqs <- r:
+	case <-b.stop:
+		return ErrFinisherClosed
+	}
+	select {
+	case err := <-r.done:
+		return err
+	case <-b.done:
+		select {
+		case err := <-r.done:
+			return err
+		default:
+			return ErrFinisherClosed
+		}
+	}
+}
+
+// Close commits what was submitted and stops the finisher.
+func (b *BatchFinisher) Close() {
+	b.once.Do(func() { close(b.stop) })
+	<-b.done
+}
+
+func (b *BatchFinisher) loop() {
+	defer close(b.done)
+	batch := make([]*finishReq, 0, b.max)
+	for {
+		select {
+		case r := <-b.reqs:
+			batch = append(batch[:0], r)
+		case <-b.stop:
+			for {
+				select {
+				case r := <-b.reqs:
+					b.commit([]*finishReq{r})
+				default:
+					return
+				}
+			}
+		}
+	gather:
+		for len(batch) < b.max {
+			select {
+			case r := <-b.reqs:
+				batch = append(batch, r)
+			default:
+				break gather
+			}
+		}
+		b.commit(batch)
+	}
+}
+
+// skipError carries the request that failed inside a batch transaction.
+type skipError struct {
+	r   *finishReq
+	err error
+}
+
+func (e *skipError) Error() string { return e.err.Error() }
+
+// commit writes a batch; a request whose own operation fails (a lost
+// lock) is answered with its error and the rest is committed without it.
+func (b *BatchFinisher) commit(batch []*finishReq) {
+	for len(batch) > 0 {
+		err := b.q.DB().Transact(context.Background(), func(tx kv.Tx) error {
+			for _, r := range batch {
+				var err error
+				if r.fail {
+					err = b.q.Fail(r.ctx, tx, r.lease, r.cause)
+				} else {
+					err = b.q.Finish(r.ctx, tx, r.lease, r.result)
+				}
+				if err != nil && !kv.IsRetryable(err) {
+					return &skipError{r: r, err: err}
+				}
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		var skip *skipError
+		if errors.As(err, &skip) {
+			skip.r.done <- skip.err
+			rest := batch[:0]
+			for _, r := range batch {
+				if r != skip.r {
+					rest = append(rest, r)
+				}
+			}
+			batch = rest
+			continue
+		}
+		for _, r := range batch {
+			r.done <- err
+		}
+		return
+	}
+}

@@ -1,0 +1,145 @@
+package pipeline
+
+import (
+	"context"
+	"sync"
+)
+
+// ledger keeps the demand of a pipeline's consumers (GenStage's
+// subscriptions) and what producers have reserved against it, so that the
+// pipeline never holds more accepted jobs than its consumers asked for.
+//
+// wanted[i] is what consumer i asked for and has not received yet;
+// inflight is what producers reserved (and accepted) but the dispatcher has
+// not delivered yet. What producers may still reserve is
+// sum(wanted) − inflight, or, for a broadcast, where every job goes to
+// every consumer, min(wanted) − inflight.
+type ledger struct {
+	mu        sync.Mutex
+	wanted    []int
+	inflight  int
+	broadcast bool
+	notify    chan struct{} // capacity 1: something changed
+}
+
+func newLedger(consumers int, broadcast bool) *ledger {
+	return &ledger{wanted: make([]int, consumers), broadcast: broadcast, notify: make(chan struct{}, 1)}
+}
+
+func (l *ledger) signal() {
+	select {
+	case l.notify <- struct{}{}:
+	default:
+	}
+}
+
+// ask records consumer i asking for n more jobs.
+func (l *ledger) ask(i, n int) {
+	l.mu.Lock()
+	l.wanted[i] += n
+	l.mu.Unlock()
+	l.signal()
+}
+
+// availableLocked is what producers may reserve now.
+//
+// REQUIRES: l.mu is held.
+func (l *ledger) availableLocked() int {
+	var d int
+	if l.broadcast {
+		d = -1
+		for _, w := range l.wanted {
+			if d < 0 || w < d {
+				d = w
+			}
+		}
+		d = max(d, 0)
+	} else {
+		for _, w := range l.wanted {
+			d += w
+		}
+	}
+	return d - l.inflight
+}
+
+// reserve waits until there is demand, then reserves up to limit of it.
+// It returns 0 only when ctx ended.
+func (l *ledger) reserve(ctx context.Context, limit int) int {
+	for {
+		l.mu.Lock()
+		if k := min(l.availableLocked(), limit); k > 0 {
+			l.inflight += k
+			l.mu.Unlock()
+			return k
+		}
+		l.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return 0
+		case <-l.notify:
+			// Another producer may be waiting too; pass the signal on.
+			l.signal()
+		}
+	}
+}
+
+// unreserve gives back reserved demand that was not used.
+func (l *ledger) unreserve(k int) {
+	if k == 0 {
+		return
+	}
+	l.mu.Lock()
+	l.inflight -= k
+	l.mu.Unlock()
+	l.signal()
+}
+
+// deliverTo picks the consumer a job goes to (demand dispatch: the one
+// that wants most) and records the delivery.
+func (l *ledger) deliverMost() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	best := 0
+	for i, w := range l.wanted {
+		if w > l.wanted[best] {
+			best = i
+		}
+	}
+	l.wanted[best]--
+	l.inflight--
+	return best
+}
+
+// deliverTo records a delivery to consumer i (partition dispatch: the job's
+// partition decides; a hot partition's consumer may get more than it asked
+// for, which its buffer holds).
+func (l *ledger) deliverTo(i int) {
+	l.mu.Lock()
+	l.wanted[i]--
+	l.inflight--
+	l.mu.Unlock()
+}
+
+// deliverAll records a broadcast delivery.
+func (l *ledger) deliverAll() {
+	l.mu.Lock()
+	for i := range l.wanted {
+		l.wanted[i]--
+	}
+	l.inflight--
+	l.mu.Unlock()
+}
+
+// drop records a reserved job that will not be delivered (filtered out,
+// released): its demand can be reserved again.
+func (l *ledger) drop() { l.unreserve(1) }
+
+// snapshot returns the demand consumers hold and what is reserved.
+func (l *ledger) snapshot() (wanted, inflight int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, w := range l.wanted {
+		wanted += max(w, 0)
+	}
+	return wanted, l.inflight
+}

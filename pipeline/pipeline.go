@@ -1,0 +1,401 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jobstage/jobstage/consumer"
+	"github.com/jobstage/jobstage/producer"
+)
+
+// Builder declares a pipeline:
+//
+//	p, err := pipeline.From(producer.New(q, "email", producer.Options{})).
+//		Via(pipeline.Filter(notSpam)).
+//		To(consumer.Must(consumer.New(sendEmail, consumer.Options{Concurrency: 16}))).
+//		Build()
+type Builder struct {
+	producers  []*producer.Producer
+	stages     []Stage
+	consumers  []*consumer.Consumer
+	dispatcher Dispatcher
+	opts       Options
+	err        error
+}
+
+// Options tune a pipeline.
+type Options struct {
+	// DrainTimeout bounds how long Stop waits for running handlers before
+	// it cancels their contexts (their jobs then go back to pending);
+	// default 30 s (Broadway's shutdown default). The ctx given to Stop
+	// bounds the whole stop.
+	DrainTimeout time.Duration
+	// Heartbeat is the interval of each accepted job's heartbeat; default a
+	// third of the type's activity timeout.
+	Heartbeat time.Duration
+	// BatchFinish commits outcomes of jobs that end together in one
+	// transaction (consumer.BatchFinisher).
+	BatchFinish bool
+	Logger      *slog.Logger
+}
+
+// From starts a pipeline at one or more producers.
+func From(producers ...*producer.Producer) *Builder {
+	b := &Builder{producers: producers, dispatcher: DemandDispatcher()}
+	if len(producers) == 0 {
+		b.err = errors.New("pipeline: no producer")
+	}
+	for _, p := range producers {
+		if p.Queue() != producers[0].Queue() {
+			b.err = errors.New("pipeline: producers must share one queue")
+		}
+	}
+	return b
+}
+
+// Via adds producer-consumer stages between the producers and consumers.
+func (b *Builder) Via(stages ...Stage) *Builder {
+	b.stages = append(b.stages, stages...)
+	return b
+}
+
+// Dispatch chooses how jobs are spread over the consumers; default
+// DemandDispatcher.
+func (b *Builder) Dispatch(d Dispatcher) *Builder {
+	b.dispatcher = d
+	return b
+}
+
+// WithOptions sets the pipeline's options.
+func (b *Builder) WithOptions(o Options) *Builder {
+	b.opts = o
+	return b
+}
+
+// To ends the pipeline at consumers. The same consumer may be given more
+// than once: each occurrence is a separate subscription.
+func (b *Builder) To(consumers ...*consumer.Consumer) *Builder {
+	b.consumers = append(b.consumers, consumers...)
+	return b
+}
+
+// Copies returns c n times, for To: n subscriptions of one consumer, as
+// partition dispatch needs one per partition.
+func Copies(c *consumer.Consumer, n int) []*consumer.Consumer {
+	out := make([]*consumer.Consumer, n)
+	for i := range out {
+		out[i] = c
+	}
+	return out
+}
+
+// Build validates the declaration and returns a stopped pipeline.
+func (b *Builder) Build() (*Pipeline, error) {
+	if b.err != nil {
+		return nil, b.err
+	}
+	if len(b.consumers) == 0 {
+		return nil, errors.New("pipeline: no consumer")
+	}
+	if b.dispatcher.kind == partitionDispatch {
+		if b.dispatcher.key == nil {
+			return nil, errors.New("pipeline: partition dispatcher without a key function")
+		}
+		for i, c := range b.consumers {
+			if c.Options().Concurrency != 1 {
+				return nil, fmt.Errorf("pipeline: partition dispatch keeps per-key order by running each consumer one job at a time; consumer %d has concurrency %d (give several consumers, e.g. pipeline.Copies, for parallelism)", i, c.Options().Concurrency)
+			}
+		}
+	}
+	o := b.opts
+	if o.DrainTimeout <= 0 {
+		o.DrainTimeout = 30 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return &Pipeline{b: *b, opts: o, inflight: make(map[*consumer.Envelope]struct{})}, nil
+}
+
+// Pipeline runs producers, stages and consumers. Start it, and Stop it to
+// drain: producers stop accepting, jobs accepted but not started go back
+// to pending at once, and running handlers get DrainTimeout to finish.
+type Pipeline struct {
+	b    Builder
+	opts Options
+
+	mu        sync.Mutex
+	started   bool
+	stopped   bool
+	stopErr   error
+	stopDone  chan struct{}
+	inflight  map[*consumer.Envelope]struct{}
+	prodStop  context.CancelFunc
+	jobCancel context.CancelCauseFunc
+	prodWG    sync.WaitGroup
+	stageWG   sync.WaitGroup
+	consWG    sync.WaitGroup
+	ledger    *ledger
+	finisher  *consumer.BatchFinisher
+	heads     chan *consumer.Envelope
+}
+
+// Start starts the pipeline. It looks up the producers' job types (the
+// heartbeat interval comes from their activity timeouts) and fails if one
+// is not registered.
+func (p *Pipeline) Start(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.started {
+		return errors.New("pipeline: already started")
+	}
+	heartbeats := map[string]time.Duration{}
+	for _, pr := range p.b.producers {
+		info, err := pr.Queue().GetType(ctx, pr.Queue().DB(), pr.Type())
+		if err != nil {
+			return fmt.Errorf("pipeline: producer of %q: %w", pr.Type(), err)
+		}
+		hb := p.opts.Heartbeat
+		if hb <= 0 {
+			hb = info.Settings.ActivityTimeout / 3
+		}
+		heartbeats[pr.Type()] = hb
+	}
+	p.started = true
+
+	q := p.b.producers[0].Queue()
+	if p.opts.BatchFinish {
+		p.finisher = consumer.NewBatchFinisher(q, 0)
+	}
+	broadcast := p.b.dispatcher.kind == broadcastDispatch
+	p.ledger = newLedger(len(p.b.consumers), broadcast)
+	capacity := 0
+	for _, c := range p.b.consumers {
+		capacity += c.Options().MaxDemand
+	}
+	// Every channel can hold all the demand there is, so a send never
+	// blocks: backpressure comes from demand, not from full channels.
+	p.heads = make(chan *consumer.Envelope, capacity)
+	last := p.heads
+	for _, s := range p.b.stages {
+		out := make(chan *consumer.Envelope, capacity)
+		p.stageWG.Add(1)
+		go func(s Stage, in <-chan *consumer.Envelope, out chan<- *consumer.Envelope) {
+			defer p.stageWG.Done()
+			defer close(out)
+			s.run(in, out, p.ledger.drop)
+		}(s, last, out)
+		last = out
+	}
+	ins := make([]chan *consumer.Envelope, len(p.b.consumers))
+	for i, c := range p.b.consumers {
+		ins[i] = make(chan *consumer.Envelope, capacity)
+		p.consWG.Add(1)
+		go func(i int, c *consumer.Consumer) {
+			defer p.consWG.Done()
+			c.Serve(ins[i], func(n int) { p.ledger.ask(i, n) })
+		}(i, c)
+	}
+	p.stageWG.Add(1)
+	go func() {
+		defer p.stageWG.Done()
+		p.dispatch(last, ins)
+	}()
+
+	prodCtx, prodStop := context.WithCancel(context.WithoutCancel(ctx))
+	jobCtx, jobCancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	p.prodStop, p.jobCancel = prodStop, jobCancel
+	for _, pr := range p.b.producers {
+		p.prodWG.Add(1)
+		go func(pr *producer.Producer) {
+			defer p.prodWG.Done()
+			p.produce(prodCtx, jobCtx, pr, heartbeats[pr.Type()])
+		}(pr)
+	}
+	return nil
+}
+
+// produce is one producer's loop: reserve demand, accept that many jobs,
+// send them down the pipeline.
+func (p *Pipeline) produce(ctx, jobCtx context.Context, pr *producer.Producer, hb time.Duration) {
+	var fin consumer.Finisher
+	if p.finisher != nil {
+		fin = p.finisher
+	}
+	acks := 1
+	if p.b.dispatcher.kind == broadcastDispatch {
+		acks = len(p.b.consumers)
+	}
+	for {
+		k := p.ledger.reserve(ctx, pr.BatchLimit())
+		if k == 0 {
+			return
+		}
+		leases, err := pr.Pull(ctx, k)
+		p.ledger.unreserve(k - len(leases))
+		if err != nil {
+			if ctx.Err() == nil {
+				p.opts.Logger.Error("pipeline: producer stopped", "type", pr.Type(), "err", err)
+			}
+			return
+		}
+		for _, l := range leases {
+			e := consumer.NewEnvelope(jobCtx, pr.Queue(), l, consumer.EnvelopeOptions{
+				Acks: acks, Heartbeat: hb, Finisher: fin, OnDone: p.untrack,
+			})
+			p.track(e)
+			p.heads <- e
+		}
+	}
+}
+
+func (p *Pipeline) track(e *consumer.Envelope) {
+	p.mu.Lock()
+	p.inflight[e] = struct{}{}
+	p.mu.Unlock()
+}
+
+func (p *Pipeline) untrack(e *consumer.Envelope) {
+	p.mu.Lock()
+	delete(p.inflight, e)
+	p.mu.Unlock()
+}
+
+// InFlight is how many accepted jobs the pipeline holds: buffered or
+// running, not yet committed.
+func (p *Pipeline) InFlight() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.inflight)
+}
+
+// Demand is the demand the consumers hold and have not received jobs for.
+func (p *Pipeline) Demand() int {
+	if p.ledger == nil {
+		return 0
+	}
+	w, _ := p.ledger.snapshot()
+	return w
+}
+
+// dispatch routes jobs from the last stage to the consumers.
+func (p *Pipeline) dispatch(in <-chan *consumer.Envelope, outs []chan *consumer.Envelope) {
+	defer func() {
+		for _, o := range outs {
+			close(o)
+		}
+	}()
+	d := p.b.dispatcher
+	for e := range in {
+		switch d.kind {
+		case broadcastDispatch:
+			p.ledger.deliverAll()
+			for _, o := range outs {
+				o <- e
+			}
+		case partitionDispatch:
+			i := d.partition(e.Lease, len(outs))
+			p.ledger.deliverTo(i)
+			outs[i] <- e
+		default:
+			outs[p.ledger.deliverMost()] <- e
+		}
+	}
+}
+
+// Stop drains the pipeline: producers stop accepting; jobs accepted but
+// not started are handed back to pending at once; running handlers get
+// DrainTimeout (or until ctx ends, if sooner) to finish, then their
+// contexts are cancelled and their jobs handed back. Stop is idempotent and
+// returns when everything stopped or ctx ended.
+func (p *Pipeline) Stop(ctx context.Context) error {
+	p.mu.Lock()
+	if !p.started {
+		p.mu.Unlock()
+		return nil
+	}
+	if p.stopped {
+		done := p.stopDone
+		p.mu.Unlock()
+		select {
+		case <-done:
+			return p.stopErr
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	p.stopped = true
+	p.stopDone = make(chan struct{})
+	p.mu.Unlock()
+	go p.drain()
+	select {
+	case <-p.stopDone:
+		return p.stopErr
+	case <-ctx.Done():
+		p.jobCancel(consumer.ErrStopping)
+		return ctx.Err()
+	}
+}
+
+func (p *Pipeline) drain() {
+	defer close(p.stopDone)
+	var errs []error
+	p.prodStop()
+	p.prodWG.Wait()
+	close(p.heads)
+
+	p.mu.Lock()
+	envs := make([]*consumer.Envelope, 0, len(p.inflight))
+	for e := range p.inflight {
+		envs = append(envs, e)
+	}
+	p.mu.Unlock()
+	releaseCtx, cancel := context.WithTimeout(context.Background(), p.opts.DrainTimeout)
+	if _, err := consumer.ReleaseUnstarted(releaseCtx, envs); err != nil {
+		errs = append(errs, fmt.Errorf("pipeline: release buffered jobs: %w", err))
+	}
+	cancel()
+
+	done := make(chan struct{})
+	go func() {
+		p.stageWG.Wait()
+		p.consWG.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(p.opts.DrainTimeout)
+	select {
+	case <-done:
+		t.Stop()
+	case <-t.C:
+		// Past the deadline: cancel the handlers; their jobs go back to
+		// pending as they return. One that ignores its context is left
+		// behind, and its job to the activity monitor.
+		p.jobCancel(consumer.ErrStopping)
+		grace := time.NewTimer(time.Second)
+		select {
+		case <-done:
+			grace.Stop()
+		case <-grace.C:
+			errs = append(errs, errors.New("pipeline: handlers still running after their contexts were cancelled; the activity monitor will retry their jobs"))
+		}
+	}
+	if p.finisher != nil {
+		p.finisher.Close()
+	}
+	p.stopErr = errors.Join(errs...)
+}
+
+// Run starts the pipeline, waits for ctx to end, and stops it.
+func (p *Pipeline) Run(ctx context.Context) error {
+	if err := p.Start(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	stopCtx, cancel := context.WithTimeout(context.Background(), p.opts.DrainTimeout+5*time.Second)
+	defer cancel()
+	return p.Stop(stopCtx)
+}

@@ -1,0 +1,121 @@
+// Package producer is jobstage's FDB producer stage: it accepts a job
+// type's due jobs from the store on demand. A pipeline asks it for n jobs
+// when its consumers hold demand for n; the producer accepts
+// min(n, BatchLimit) in one transaction, or, with nothing due, waits on
+// the type's watch key and a timer for the next scheduled job. Without
+// demand nobody asks, so an idle pipeline makes no store transactions.
+package producer
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/kv"
+)
+
+// Defaults of Options.
+const (
+	DefaultBatchLimit  = 100
+	DefaultMinBackoff  = 10 * time.Millisecond
+	DefaultMaxBackoff  = 5 * time.Second
+	DefaultWindowRatio = 4
+)
+
+// Options configure a Producer.
+type Options struct {
+	// BatchLimit bounds the jobs accepted in one transaction.
+	BatchLimit int
+	// Window is passed to fdbq.AcceptOptions.Window; 0 lets fdbq choose.
+	// A pipeline that keeps per-key order sets it to the batch size, for
+	// strict order.
+	Window int
+	// MinBackoff and MaxBackoff bound the jittered, doubling wait after a
+	// store error before the producer tries again.
+	MinBackoff, MaxBackoff time.Duration
+	Logger                 *slog.Logger
+	// OnError, if set, sees every store error the producer backs off from.
+	OnError func(error)
+}
+
+// Producer accepts jobs of one type.
+type Producer struct {
+	q    *fdbq.Queue
+	typ  string
+	opts Options
+}
+
+// New returns a producer of jobs of type typ.
+func New(q *fdbq.Queue, typ string, o Options) *Producer {
+	if o.BatchLimit <= 0 {
+		o.BatchLimit = DefaultBatchLimit
+	}
+	if o.MinBackoff <= 0 {
+		o.MinBackoff = DefaultMinBackoff
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = DefaultMaxBackoff
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return &Producer{q: q, typ: typ, opts: o}
+}
+
+// Type is the job type the producer accepts.
+func (p *Producer) Type() string { return p.typ }
+
+// Queue is the queue the producer accepts from.
+func (p *Producer) Queue() *fdbq.Queue { return p.q }
+
+// BatchLimit is the most jobs Pull returns.
+func (p *Producer) BatchLimit() int { return p.opts.BatchLimit }
+
+// Pull accepts between 1 and min(n, BatchLimit) due jobs, waiting — on the
+// type's watch key and a timer for the next scheduled job, never by
+// polling — until some are due, or until ctx ends (ctx's error). A paused
+// type gives nothing until resumed. Store errors are retried after a
+// jittered backoff and never lose jobs: an accept either returned its jobs
+// or took none (fdbq makes accept idempotent under commit_unknown_result).
+// An unknown type is not retried: Pull returns fdbq.ErrUnknownType.
+func (p *Producer) Pull(ctx context.Context, n int) ([]*fdbq.Lease, error) {
+	n = max(1, min(n, p.opts.BatchLimit))
+	backoff := p.opts.MinBackoff
+	for {
+		leases, err := p.q.Accept(ctx, p.typ, fdbq.AcceptOptions{Max: n, Window: p.opts.Window, Timeout: -1})
+		if err == nil && len(leases) > 0 {
+			return leases, nil
+		}
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, ctxErr
+		}
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, fdbq.ErrUnknownType) || errors.Is(err, kv.ErrClosed) {
+			return nil, err
+		}
+		if p.opts.OnError != nil {
+			p.opts.OnError(err)
+		}
+		p.opts.Logger.Warn("producer: accept failed; backing off", "type", p.typ, "err", err, "backoff", backoff)
+		t := time.NewTimer(backoff/2 + time.Duration(rand.Int64N(int64(backoff/2)+1)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		backoff = min(backoff*2, p.opts.MaxBackoff)
+	}
+}
+
+// Release hands jobs back to pending at once, without counting the
+// attempt: a stopping pipeline releases what it accepted but did not
+// start.
+func (p *Producer) Release(ctx context.Context, leases []*fdbq.Lease) error {
+	return p.q.Release(ctx, p.q.DB(), leases)
+}
