@@ -119,6 +119,7 @@ type syncBatch struct {
 func (s *Store) commitBatch(batch []*commitReq) {
 	now := time.Now()
 	s.res.prune(s.oldestLiveVersion(), now.Add(-s.opts.TransactionLifetime))
+	s.skip.admit(s.res)
 
 	results := make([]commitResult, len(batch))
 	if err := s.brokenErr(); err != nil {
@@ -165,8 +166,10 @@ func (s *Store) commitBatch(batch []*commitReq) {
 			return
 		}
 		// The transaction's writes now conflict with every later reader,
-		// including later transactions of this batch.
+		// including later transactions of this batch, and void the skip
+		// entries they fall into before any reader can see them.
 		s.res.record(version, keys, ranges, &rec)
+		s.skip.invalidate(keys, ranges)
 		results[i].stamp = stamp
 		accepted = append(accepted, req)
 	}

@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"bytes"
 	"time"
 
 	"github.com/google/btree"
@@ -129,4 +130,27 @@ func (r *resolver) prune(horizon uint64, cutoff time.Time) {
 	}
 	clear(r.ranges[len(kept):])
 	r.ranges = kept
+}
+
+// writtenAfter reports whether a key in [begin, end) was written at a
+// version after version (as far as the resolver remembers; callers check
+// prunedThrough first).
+func (r *resolver) writtenAfter(begin, end []byte, version uint64) bool {
+	hit := false
+	r.points.AscendRange(pointWrite{key: string(begin)}, pointWrite{key: string(end)}, func(p pointWrite) bool {
+		if p.version > version {
+			hit = true
+			return false
+		}
+		return true
+	})
+	if hit {
+		return true
+	}
+	for _, w := range r.ranges {
+		if w.version > version && bytes.Compare(w.r.Begin, end) < 0 && bytes.Compare(begin, w.r.End) < 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -66,6 +66,7 @@ type Store struct {
 	synced   chan struct{} // closed when syncLoop has exited
 	done     chan struct{} // closed when the committer and syncLoop have exited
 	watches  *watchSet
+	skip     *skipCache
 
 	// Owned by the committer goroutine.
 	res         *resolver
@@ -128,6 +129,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		done:     make(chan struct{}),
 		res:      newResolver(),
 		watches:  newWatchSet(opts.MaxWatches),
+		skip:     newSkipCache(),
 		wopts:    pebble.Sync,
 	}
 	if opts.NoSync {

@@ -301,10 +301,27 @@ func (t *txn) readRangeLocked(r kv.Range, limit int, reverse, snapshot bool) (ou
 		}
 		return it.Next()
 	}
+	var cached []byte
 	if reverse {
 		dbOK = it.Last()
+	} else if start, ok := t.s.skip.seek(r.Begin, t.rv); ok {
+		// No live key lies between r.Begin and start at this read
+		// version: seek past the tombstones there (see skipCache).
+		cached = start
+		dbOK = it.SeekGE(start)
 	} else {
 		dbOK = it.First()
+	}
+	if !reverse {
+		// The first live key of the snapshot in r (or r.End: none) is what
+		// the next scan from r.Begin may skip to.
+		first := r.End
+		if dbOK {
+			first = it.Key()
+		}
+		if cached == nil || bytes.Compare(first, cached) > 0 {
+			t.s.skip.propose(r.Begin, first, t.rv)
+		}
 	}
 	// first reports whether key a comes before key b in iteration order.
 	first := func(a []byte, b string) bool {
