@@ -1,6 +1,7 @@
 package fdbq
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -50,6 +51,9 @@ type acceptResult struct {
 // then earliest scheduled, and returns them running under a new lock.
 // Paused types give no jobs. See AcceptOptions for blocking.
 func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lease, error) {
+	if err := checkName("type name", typ); err != nil {
+		return nil, err
+	}
 	if o.Max <= 0 {
 		o.Max = 1
 	}
@@ -175,6 +179,9 @@ func (q *Queue) acceptTx(tx kv.Tx, typ string, o AcceptOptions, lock string, cla
 		next.StartedAt, next.HeartbeatAt = now, now
 		next.ExpiresAt = now + s.ActivityTimeout.Milliseconds()
 		next.Error = ""
+		// A new lock: an exit recorded by an earlier lock must not let that
+		// lock's late retries pass as idempotent replays.
+		next.LastLock = ""
 		if err := q.put(tx, typ, c.id, rec, &next); err != nil {
 			return nil, err
 		}
@@ -208,6 +215,13 @@ func (q *Queue) reclaim(tx kv.Tx, typ, lock string, claim []byte) (*acceptResult
 	return res, nil
 }
 
+// pendingHead is where a type's live pending entries started at a
+// snapshot whose watch counter was counter.
+type pendingHead struct {
+	counter int64
+	key     []byte
+}
+
 type candidate struct {
 	key      []byte
 	priority int
@@ -230,13 +244,37 @@ func (q *Queue) dueWindow(snap kv.ReadTx, typ string, maxSched int64, window int
 	sub := q.k.pendingType(typ)
 	all := sub.Range()
 	begin := all.Begin
+	// On an LSM store (the embedded one) the entries of jobs already taken
+	// stay as deletion tombstones before the live ones until compaction,
+	// and a read from the start of the index steps over all of them: an
+	// accept would cost time in proportion to the jobs taken before it,
+	// and a run of n jobs O(n²). So the first live entry found is cached
+	// with the type's watch counter read at the same snapshot. Every write
+	// of a pending entry bumps that counter (put), so while it keeps its
+	// value no entry can have appeared before the cached one, and the read
+	// may start there. A snapshot older than the cache's may still show
+	// entries before it, but only ones deleted since (taken): picking them
+	// could only conflict. The cache is kept whether or not this
+	// transaction commits: what it says holds at the snapshot it was read
+	// at.
+	wb, err := snap.Get(q.k.watch(typ))
+	if err != nil {
+		return nil, 0, err
+	}
+	counter := kv.DecodeInt64(wb)
+	if h, ok := q.heads.Load(typ); ok && h.(*pendingHead).counter == counter {
+		begin = h.(*pendingHead).key
+	}
 	var out []candidate
 	var next int64
-	for len(out) < window {
+	for head := true; len(out) < window; head = false {
 		// The first entry at or after begin names the next priority band.
 		first, err := snap.GetRange(kv.Range{Begin: begin, End: all.End}, kv.RangeOptions{Limit: 1})
 		if err != nil || len(first) == 0 {
 			return out, next, err
+		}
+		if head && !bytes.Equal(begin, first[0].Key) {
+			q.heads.Store(typ, &pendingHead{counter: counter, key: bytes.Clone(first[0].Key)})
 		}
 		t, err := sub.Unpack(first[0].Key)
 		if err != nil {
@@ -246,7 +284,14 @@ func (q *Queue) dueWindow(snap kv.ReadTx, typ string, maxSched int64, window int
 		band := q.k.pendingBand(typ, int(-neg))
 		sched, _ := t[1].(int64)
 		if sched <= maxSched {
-			kvs, err := snap.GetRange(rangeUpTo(band, maxSched), kv.RangeOptions{Limit: window - len(out)})
+			// The band's due entries start at first: starting there, not
+			// at the band's start, skips again none of what the first read
+			// skipped. On an LSM store the deleted entries of jobs already
+			// taken lie before it until compaction, and skipping them is
+			// most of what an accept costs.
+			due := rangeUpTo(band, maxSched)
+			due.Begin = first[0].Key
+			kvs, err := snap.GetRange(due, kv.RangeOptions{Limit: window - len(out)})
 			if err != nil {
 				return nil, 0, err
 			}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/jobstage/jobstage/kv"
@@ -63,6 +64,11 @@ func (q *Queue) prepare(j *NewJob) error {
 	if j.MaxAttempts < 0 {
 		return fmt.Errorf("%w: negative max attempts", ErrInvalidJob)
 	}
+	if j.Priority == math.MinInt {
+		// The pending index stores -priority, which overflows here and
+		// would put the lowest priority first.
+		return fmt.Errorf("%w: priority %d is out of range", ErrInvalidJob, j.Priority)
+	}
 	if j.Retry != nil {
 		if err := j.Retry.Validate(); err != nil {
 			return err
@@ -97,9 +103,18 @@ func (q *Queue) AddBatch(ctx context.Context, tr kv.Transactor, jobs []NewJob) (
 		}
 		prepared[i] = j
 	}
+	// Made outside the transaction and stored in every record the call
+	// writes: a retry after a commit_unknown_result whose commit applied
+	// finds it and writes nothing. Without it the retry would act on what
+	// happened since (a worker accepted or finished the job) and resubmit
+	// or re-add the job, which would then run twice.
+	token := newToken()
 	return kv.Transact(ctx, tr, func(tx kv.Tx) ([]*Job, error) {
 		now := q.nowMs()
 		settings := map[string]bool{}
+		// Jobs this attempt already wrote: a repeated id in the batch finds
+		// the token from its first occurrence, which is not a retry.
+		written := map[[2]string]bool{}
 		out := make([]*Job, len(prepared))
 		for i, j := range prepared {
 			if !settings[j.Type] {
@@ -108,17 +123,21 @@ func (q *Queue) AddBatch(ctx context.Context, tr kv.Transactor, jobs []NewJob) (
 				}
 				settings[j.Type] = true
 			}
-			job, err := q.add(tx, j, now)
+			k := [2]string{j.Type, j.ID}
+			job, err := q.add(tx, j, now, token, written[k])
 			if err != nil {
 				return nil, err
 			}
+			written[k] = true
 			out[i] = job
 		}
 		return out, nil
 	})
 }
 
-func (q *Queue) add(tx kv.Tx, j NewJob, now int64) (*Job, error) {
+// add adds or resubmits one job for the AddBatch call token; again says
+// that this attempt already wrote the job earlier in the batch.
+func (q *Queue) add(tx kv.Tx, j NewJob, now int64, token string, again bool) (*Job, error) {
 	sched := toMs(j.ScheduledAt)
 	if sched == 0 {
 		sched = now
@@ -127,6 +146,11 @@ func (q *Queue) add(tx kv.Tx, j NewJob, now int64) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
+	if old != nil && !again && old.LastAdd == token {
+		// An earlier attempt of this call committed (its result was
+		// unknown): the add is done, whatever happened to the job since.
+		return old.job(j.Type, j.ID), nil
+	}
 	if old == nil || old.State == Finished {
 		rec := &record{
 			State:       Pending,
@@ -134,6 +158,7 @@ func (q *Queue) add(tx kv.Tx, j NewJob, now int64) (*Job, error) {
 			Priority:    j.Priority,
 			MaxAttempts: j.MaxAttempts,
 			Retry:       j.Retry,
+			LastAdd:     token,
 			AddedAt:     now,
 			ScheduledAt: sched,
 		}
@@ -157,6 +182,7 @@ func (q *Queue) add(tx kv.Tx, j NewJob, now int64) (*Job, error) {
 		}
 		rec.Resubmit, rec.ResubmitAt = true, sched
 	}
+	rec.LastAdd = token
 	if err := q.put(tx, j.Type, j.ID, old, &rec); err != nil {
 		return nil, err
 	}

@@ -10,6 +10,9 @@ import (
 // Remove deletes a job in any state. A running job's worker gets ErrHalt
 // at its next heartbeat or finish; subscribers learn ErrNotFound.
 func (q *Queue) Remove(ctx context.Context, tr kv.Transactor, typ, id string) error {
+	if err := checkJobRef(typ, id); err != nil {
+		return err
+	}
 	return tr.Transact(ctx, func(tx kv.Tx) error {
 		rec, err := q.load(tx, typ, id)
 		if err != nil {
@@ -27,6 +30,9 @@ func (q *Queue) Remove(ctx context.Context, tr kv.Transactor, typ, id string) er
 // job's lock is gone at once: its worker gets ErrHalt at its next heartbeat
 // or finish. Canceling a finished job fails with ErrWrongState.
 func (q *Queue) Cancel(ctx context.Context, tr kv.Transactor, typ, id string) error {
+	if err := checkJobRef(typ, id); err != nil {
+		return err
+	}
 	return tr.Transact(ctx, func(tx kv.Tx) error {
 		rec, err := q.load(tx, typ, id)
 		if err != nil {
@@ -51,6 +57,9 @@ func (q *Queue) Cancel(ctx context.Context, tr kv.Transactor, typ, id string) er
 // with its attempts reset (EctoJob's requeue). Other states fail with
 // ErrWrongState.
 func (q *Queue) Requeue(ctx context.Context, tr kv.Transactor, typ, id string) error {
+	if err := checkJobRef(typ, id); err != nil {
+		return err
+	}
 	return tr.Transact(ctx, func(tx kv.Tx) error {
 		rec, err := q.load(tx, typ, id)
 		if err != nil {
@@ -86,4 +95,13 @@ func (r *record) finish(o Outcome, now int64) {
 func (r *record) toPending(sched int64) {
 	r.State, r.Outcome, r.ScheduledAt, r.FinishedAt = Pending, "", sched, 0
 	r.Lock, r.ExpiresAt, r.Resubmit, r.ResubmitAt = "", 0, false, 0
+}
+
+// checkJobRef validates a type name and job id given by a caller, so that
+// an oversized one gets ErrInvalidJob rather than the store's key error.
+func checkJobRef(typ, id string) error {
+	if err := checkName("type name", typ); err != nil {
+		return err
+	}
+	return checkName("job id", id)
 }

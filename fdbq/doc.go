@@ -36,7 +36,7 @@
 //
 //	(P, 1, type, id)                      job record: JSON (state, outcome, data, result, error,
 //	                                      progress, priority, attempts, max attempts, retry policy
-//	                                      override, lock, last lock exit, resubmit flag and time,
+//	                                      override, lock, last lock exit, last add, resubmit flag and time,
 //	                                      added/scheduled/started/heartbeat/finished/expires times)
 //	(P, 2, type, -priority, sched_ms, id) ""   pending index: highest priority first, then earliest
 //	(P, 3, type)                          int64 LE, atomic add: bumped when a job becomes pending or
@@ -88,7 +88,10 @@
 // lock left the running state and how ("lock:finish"); a retry that finds
 // its own exit already recorded writes nothing and succeeds. Accept makes
 // its lock and claim key before the transaction; a retry that finds its
-// claim returns the jobs the first attempt took. Add is naturally
-// idempotent for a caller-chosen id; an id Add generates is made before the
-// transaction for the same reason.
+// claim returns the jobs the first attempt took. Add makes a token before
+// the transaction and records it in every job it writes (and an id it
+// generates is made there too); a retry that finds its token writes
+// nothing. Re-adding is not idempotent by itself: had a worker accepted or
+// finished the job between the commit and the retry, the retry would
+// resubmit or re-add it and the job would run twice.
 package fdbq

@@ -11,6 +11,9 @@ import (
 
 // Get returns a job.
 func (q *Queue) Get(ctx context.Context, tr kv.ReadTransactor, typ, id string) (*Job, error) {
+	if err := checkJobRef(typ, id); err != nil {
+		return nil, err
+	}
 	return kv.ReadTransact(ctx, tr, func(tx kv.ReadTx) (*Job, error) {
 		rec, err := q.load(tx, typ, id)
 		if err != nil {
@@ -25,6 +28,11 @@ func (q *Queue) Get(ctx context.Context, tr kv.ReadTransactor, typ, id string) (
 
 // Count returns how many jobs of a type are in a state; O(1).
 func (q *Queue) Count(ctx context.Context, tr kv.ReadTransactor, typ string, s State) (int64, error) {
+	switch s {
+	case Pending, Running, Finished:
+	default:
+		return 0, fmt.Errorf("%w: count: unknown state %q", ErrInvalidJob, s)
+	}
 	return kv.ReadTransact(ctx, tr, func(tx kv.ReadTx) (int64, error) {
 		b, err := snapshotOf(tx).Get(q.k.count(typ, s))
 		return kv.DecodeInt64(b), err

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jobstage/jobstage/kv"
 )
 
 // State is where a job is in its life.
@@ -95,6 +97,7 @@ type record struct {
 	Retry       *RetryPolicy    `json:"rp,omitempty"`
 	Lock        string          `json:"l,omitempty"`  // running: the holder's lock
 	LastLock    string          `json:"ll,omitempty"` // the lock that last left running, for idempotent retries
+	LastAdd     string          `json:"la,omitempty"` // the AddBatch call that last wrote the job, for idempotent retries
 	Resubmit    bool            `json:"rs,omitempty"`
 	ResubmitAt  int64           `json:"rt,omitempty"`
 	AddedAt     int64           `json:"ta"`
@@ -139,7 +142,17 @@ func (r *record) encode() ([]byte, error) {
 	if n := len(r.Data) + len(r.Result) + len(r.Error) + len(r.Progress); n > MaxDataSize {
 		return nil, fmt.Errorf("%w: data, result, error and progress take %d bytes, more than %d", ErrDataTooLarge, n, MaxDataSize)
 	}
-	return json.Marshal(r)
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	// Escaping can make the stored form several times larger than the raw
+	// fields (an error full of '<' or control characters); refuse it here
+	// with the jobs layer's error rather than the store's value_too_large.
+	if len(b) > kv.MaxValueSize {
+		return nil, fmt.Errorf("%w: the job record takes %d bytes once encoded, more than %d", ErrDataTooLarge, len(b), kv.MaxValueSize)
+	}
+	return b, nil
 }
 
 func toMs(t time.Time) int64 {

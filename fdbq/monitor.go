@@ -37,9 +37,10 @@ type SweepStats struct {
 // a transaction that re-checks the job, so a job is recycled once.
 //
 // Sweeps go in batches whose size adapts like couch_jobs' (AIMD): start at
-// 1000 jobs, +100 after a transaction that succeeds, ×0.75 after one that
-// fails (too old, too large), at least 1, so a sweep stays inside
-// FoundationDB's 5 s and 10 MB limits whatever the backlog.
+// 1000 jobs, +100 after a transaction that succeeds, ×0.75 after each
+// attempt that fails (too old, too large, a conflict, including the
+// attempts the store's retry loop retries), at least 1, so a sweep stays
+// inside FoundationDB's 5 s and 10 MB limits whatever the backlog.
 type Monitor struct {
 	q    *Queue
 	opts MonitorOptions
@@ -164,6 +165,15 @@ func (m *Monitor) adapt(ok bool) {
 	}
 }
 
+// shrinkForRetry counts a failed attempt of a sweep transaction and
+// returns the smaller batch to retry it with. The store's retry loop
+// retries transaction_too_old itself, so without this a batch too big to
+// finish in time would fail the same way on every retry.
+func (m *Monitor) shrinkForRetry() int {
+	m.adapt(false)
+	return m.batchSize()
+}
+
 // recycle makes running jobs past their activity deadline pending again
 // (counting the attempt), or failed when out of attempts.
 func (m *Monitor) recycle(ctx context.Context, typ string, s TypeSettings, st *SweepStats) error {
@@ -174,7 +184,11 @@ func (m *Monitor) recycle(ctx context.Context, typ string, s TypeSettings, st *S
 		n := m.batchSize()
 		var recycled, failed int
 		more := false
+		attempts := 0
 		err := q.db.Transact(ctx, func(tx kv.Tx) error {
+			if attempts++; attempts > 1 {
+				n = m.shrinkForRetry()
+			}
 			recycled, failed = 0, 0
 			kvs, err := tx.Snapshot().GetRange(rangeUpTo(sub, now-1), kv.RangeOptions{Limit: n})
 			if err != nil {
@@ -235,7 +249,11 @@ func (m *Monitor) expire(ctx context.Context, typ string, retention time.Duratio
 		n := m.batchSize()
 		var removed int
 		more := false
+		attempts := 0
 		err := q.db.Transact(ctx, func(tx kv.Tx) error {
+			if attempts++; attempts > 1 {
+				n = m.shrinkForRetry()
+			}
 			removed = 0
 			kvs, err := tx.Snapshot().GetRange(rangeUpTo(sub, cut), kv.RangeOptions{Limit: n})
 			if err != nil {

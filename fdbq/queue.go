@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jobstage/jobstage/kv"
@@ -32,6 +33,9 @@ type Queue struct {
 	db  *kv.DB
 	k   keys
 	now func() time.Time
+	// heads caches, per type, where the type's live pending entries
+	// start (a *pendingHead); see dueWindow.
+	heads sync.Map
 }
 
 // New returns a Queue over db.
@@ -168,6 +172,9 @@ func (q *Queue) SetType(ctx context.Context, tr kv.Transactor, name string, s Ty
 
 // GetType returns a type's settings and counts.
 func (q *Queue) GetType(ctx context.Context, tr kv.ReadTransactor, name string) (*TypeInfo, error) {
+	if err := checkName("type name", name); err != nil {
+		return nil, err
+	}
 	return kv.ReadTransact(ctx, tr, func(tx kv.ReadTx) (*TypeInfo, error) {
 		s, err := q.settings(tx, name)
 		if err != nil {

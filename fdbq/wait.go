@@ -28,6 +28,11 @@ func (q *Queue) Wait(ctx context.Context, typ string, ids []string, state State)
 	default:
 		return nil, fmt.Errorf("%w: wait: unknown state %q", ErrInvalidJob, state)
 	}
+	for _, id := range ids {
+		if err := checkJobRef(typ, id); err != nil {
+			return nil, err
+		}
+	}
 	for {
 		type snapshot struct {
 			results []WaitResult

@@ -1,0 +1,26 @@
+package fdbq
+
+import (
+	"context"
+
+	"github.com/jobstage/jobstage/kv"
+)
+
+// BatchSize returns the monitor's current sweep batch size (AIMD).
+func (m *Monitor) BatchSize() int { return m.batchSize() }
+
+// SetBatchSize sets the monitor's sweep batch size, so a test can start
+// from a known size.
+func (m *Monitor) SetBatchSize(n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.batch = n
+}
+
+// ClaimCount returns how many accept claims are stored.
+func (q *Queue) ClaimCount(ctx context.Context) (int, error) {
+	kvs, err := kv.ReadTransact(ctx, q.db, func(tx kv.ReadTx) ([]kv.KeyValue, error) {
+		return tx.GetRange(q.k.claims().Range(), kv.RangeOptions{})
+	})
+	return len(kvs), err
+}
