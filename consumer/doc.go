@@ -1,0 +1,24 @@
+// Package consumer holds jobstage's consumer stages: typed handlers run up
+// to a concurrency limit (GenStage's ConsumerSupervisor), with a heartbeat
+// per job, cancellation on halt or timeout, panic recovery, and the commit
+// of each outcome.
+//
+// A handler sees typed data and returns a typed result:
+//
+//	func(ctx context.Context, job *consumer.Job[Email]) (Receipt, error)
+//
+// The job's JSON data decodes into Email; the Receipt is stored as the
+// job's JSON result; an error fails the attempt, which the job type's
+// retry policy retries with backoff until its attempts are used up.
+//
+// The handler's context ends when the job's lock is gone (canceled,
+// removed, recycled by the activity monitor: cause ErrHalted), when its
+// per-job timeout passes, or when a stopping pipeline's drain deadline
+// passes (cause ErrStopping: the job goes back to pending, the attempt not
+// counted). A panic fails the attempt with the panic value and the stack
+// in the job's error.
+//
+// Middleware are plain function wrappers (Logging, Metrics, Timeout,
+// Recover). A BatchFinisher commits the outcomes of jobs that end together
+// in one transaction.
+package consumer
