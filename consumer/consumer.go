@@ -157,37 +157,70 @@ func runTyped[T, R any](e *Envelope, h Handler[T, R], timeout time.Duration) (re
 
 // Serve runs the consumer's GenStage loop: it asks for MaxDemand jobs up
 // front with ask, runs each envelope from in (at most Concurrency at
-// once), and asks again for what it is missing whenever the jobs it asked
-// for and has not finished fall to MinDemand. It returns when in is closed
-// and every handler it started has acknowledged.
+// once, started in the order they arrived), and asks again for what it is
+// missing whenever the jobs it asked for and has not finished fall to
+// MinDemand. It returns when in is closed and every handler it started has
+// acknowledged.
 func (c *Consumer) Serve(in <-chan *Envelope, ask func(n int)) {
 	maxD, minD := c.opts.MaxDemand, c.opts.MinDemand
-	sem := make(chan struct{}, c.opts.Concurrency)
-	finished := make(chan struct{}, maxD)
+	// A fixed set of handler goroutines takes envelopes from one queue in
+	// arrival order. (A goroutine per envelope racing for a semaphore
+	// would start them in whatever order the scheduler ran those
+	// goroutines, and break the per-key order that partition dispatch to
+	// one-at-a-time consumers promises.) The loop keeps receiving
+	// completions until every handler is done, so a handler never blocks
+	// reporting one, however many jobs were delivered.
+	work := make(chan *Envelope)
+	finished := make(chan struct{})
 	var wg sync.WaitGroup
-	outstanding := maxD // asked for and not finished
+	for range c.opts.Concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for e := range work {
+				c.run(e)
+				finished <- struct{}{}
+			}
+		}()
+	}
+	var queue []*Envelope // received, not yet taken by a handler
+	outstanding := maxD   // asked for and not finished
 	ask(maxD)
-	for {
+	for in != nil || len(queue) > 0 {
+		var next chan<- *Envelope
+		var head *Envelope
+		if len(queue) > 0 {
+			next, head = work, queue[0]
+		}
 		select {
 		case e, ok := <-in:
 			if !ok {
-				wg.Wait()
-				return
+				in = nil
+				continue
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				sem <- struct{}{}
-				c.run(e)
-				<-sem
-				finished <- struct{}{}
-			}()
+			queue = append(queue, e)
+		case next <- head:
+			queue[0] = nil
+			queue = queue[1:]
 		case <-finished:
 			outstanding--
 			if outstanding <= minD {
 				ask(maxD - outstanding)
 				outstanding = maxD
 			}
+		}
+	}
+	close(work)
+	idle := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(idle)
+	}()
+	for {
+		select {
+		case <-finished:
+		case <-idle:
+			return
 		}
 	}
 }

@@ -49,6 +49,7 @@ type Envelope struct {
 	hbStop chan struct{}
 	done   chan struct{}
 	outErr error // what committing the outcome returned
+	onDone func(*Envelope)
 }
 
 // Finisher commits job outcomes. The default commits each in its own
@@ -80,7 +81,8 @@ type EnvelopeOptions struct {
 	// Finisher commits the outcome; nil: one transaction per job.
 	Finisher Finisher
 	// OnDone, if set, runs once the outcome is committed or the job was
-	// released (the pipeline counts jobs in flight with it).
+	// released, before Done is closed (the pipeline counts jobs in flight
+	// with it, so the count must drop before the consumer asks for more).
 	OnDone func(*Envelope)
 }
 
@@ -91,19 +93,13 @@ func NewEnvelope(parent context.Context, q *fdbq.Queue, l *fdbq.Lease, o Envelop
 		o.Acks = 1
 	}
 	ctx, cancel := context.WithCancelCause(parent)
-	e := &Envelope{Lease: l, q: q, fin: o.Finisher, ctx: ctx, cancel: cancel, hbStop: make(chan struct{}), done: make(chan struct{})}
+	e := &Envelope{Lease: l, q: q, fin: o.Finisher, ctx: ctx, cancel: cancel, hbStop: make(chan struct{}), done: make(chan struct{}), onDone: o.OnDone}
 	if e.fin == nil {
 		e.fin = queueFinisher{q}
 	}
 	e.acks.Store(int32(o.Acks))
 	if o.Heartbeat > 0 {
 		go e.heartbeat(o.Heartbeat)
-	}
-	if o.OnDone != nil {
-		go func() {
-			<-e.done
-			o.OnDone(e)
-		}()
 	}
 	return e
 }
@@ -197,6 +193,17 @@ func (e *Envelope) Ack(result json.RawMessage, err error) {
 		e.outErr = e.fin.Finish(ctx, e.Lease, e.result)
 	}
 	e.cancel(context.Canceled)
+	e.settle()
+}
+
+// settle runs OnDone and closes Done. OnDone runs synchronously, before the
+// acknowledging handler returns: run after it, asynchronously, it could lag
+// behind the consumer's next ask and let the jobs counted in flight
+// overshoot the demand.
+func (e *Envelope) settle() {
+	if e.onDone != nil {
+		e.onDone(e)
+	}
 	close(e.done)
 }
 
@@ -229,7 +236,7 @@ func ReleaseUnstarted(ctx context.Context, envs []*Envelope) (int, error) {
 		}
 		for _, e := range group {
 			e.outErr = err
-			close(e.done)
+			e.settle()
 		}
 	}
 	return n, errors.Join(errs...)

@@ -79,9 +79,11 @@ func Metrics[T, R any](observe func(jobType, outcome string, d time.Duration)) M
 			r, err := next(ctx, job)
 			outcome := OutcomeSucceeded
 			switch {
-			case err == nil:
 			case errors.Is(context.Cause(ctx), ErrHalted):
+				// Checked first: whatever the handler returned after a
+				// halt is not committed, so it did not succeed.
 				outcome = OutcomeHalted
+			case err == nil:
 			case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
 				outcome = OutcomeTimeout
 			default:

@@ -118,7 +118,19 @@ func (b *Builder) Build() (*Pipeline, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Pipeline{b: *b, opts: o, inflight: make(map[*consumer.Envelope]struct{})}, nil
+	pb := *b
+	if pb.dispatcher.kind == partitionDispatch {
+		// Per-key order needs the jobs accepted in index order: a window of
+		// due jobs picked from at random would let a key's later job
+		// overtake an earlier one left for the next batch.
+		pb.producers = make([]*producer.Producer, len(b.producers))
+		for i, pr := range b.producers {
+			po := pr.Options()
+			po.Window = 1
+			pb.producers[i] = producer.New(pr.Queue(), pr.Type(), po)
+		}
+	}
+	return &Pipeline{b: pb, opts: o, inflight: make(map[*consumer.Envelope]struct{})}, nil
 }
 
 // Pipeline runs producers, stages and consumers. Start it, and Stop it to
@@ -275,10 +287,13 @@ func (p *Pipeline) InFlight() int {
 
 // Demand is the demand the consumers hold and have not received jobs for.
 func (p *Pipeline) Demand() int {
-	if p.ledger == nil {
+	p.mu.Lock()
+	l := p.ledger // set by Start, under p.mu
+	p.mu.Unlock()
+	if l == nil {
 		return 0
 	}
-	w, _ := p.ledger.snapshot()
+	w, _ := l.snapshot()
 	return w
 }
 

@@ -30,8 +30,9 @@ type Options struct {
 	// BatchLimit bounds the jobs accepted in one transaction.
 	BatchLimit int
 	// Window is passed to fdbq.AcceptOptions.Window; 0 lets fdbq choose.
-	// A pipeline that keeps per-key order sets it to the batch size, for
-	// strict order.
+	// 1 accepts in strict order (fdbq widens the window to the batch and
+	// picks no job at random); a pipeline that keeps per-key order sets
+	// it.
 	Window int
 	// MinBackoff and MaxBackoff bound the jittered, doubling wait after a
 	// store error before the producer tries again.
@@ -73,6 +74,9 @@ func (p *Producer) Queue() *fdbq.Queue { return p.q }
 
 // BatchLimit is the most jobs Pull returns.
 func (p *Producer) BatchLimit() int { return p.opts.BatchLimit }
+
+// Options returns the producer's options with defaults filled in.
+func (p *Producer) Options() Options { return p.opts }
 
 // Pull accepts between 1 and min(n, BatchLimit) due jobs, waiting — on the
 // type's watch key and a timer for the next scheduled job, never by

@@ -1,0 +1,278 @@
+package consumer_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jobstage/jobstage/consumer"
+	"github.com/jobstage/jobstage/fdbq"
+)
+
+type num struct {
+	N int `json:"n"`
+}
+
+func TestOptionsDefaults(t *testing.T) {
+	h := func(ctx context.Context, j *consumer.Job[num]) (int, error) { return 0, nil }
+	c, err := consumer.New(h, consumer.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := c.Options()
+	if o.Concurrency != consumer.DefaultConcurrency || o.MaxDemand != o.Concurrency || o.MinDemand != o.MaxDemand/2 {
+		t.Fatalf("defaults: %+v", o)
+	}
+	c, err = consumer.New(h, consumer.Options{Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := c.Options(); o.MaxDemand != 1 || o.MinDemand != 0 {
+		t.Fatalf("concurrency 1: %+v", o)
+	}
+	if _, err := consumer.New(h, consumer.Options{MaxDemand: 4, MinDemand: 4}); err == nil {
+		t.Fatal("min demand equal to max demand accepted")
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("Must did not panic on bad options")
+		}
+	}()
+	consumer.Must(consumer.New(h, consumer.Options{MaxDemand: 2, MinDemand: 3}))
+}
+
+// TestServeKeepsArrivalOrder: a one-at-a-time consumer runs its jobs in
+// the order they arrived, even when several are waiting at once (partition
+// dispatch may deliver more than a consumer asked for).
+func TestServeKeepsArrivalOrder(t *testing.T) {
+	q := newQueue(t, nil)
+	const n = 300
+	ls := leases(t, q, n)
+	var order []int
+	c, err := consumer.New(func(ctx context.Context, j *consumer.Job[num]) (int, error) {
+		order = append(order, j.Data.N) // one handler at a time
+		return j.Data.N, nil
+	}, consumer.Options{Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := make(chan *consumer.Envelope, n)
+	var envs []*consumer.Envelope
+	for _, l := range ls {
+		e := consumer.NewEnvelope(context.Background(), q, l, consumer.EnvelopeOptions{})
+		envs = append(envs, e)
+		in <- e
+	}
+	close(in)
+	serve(t, c, in)
+	for i, got := range order {
+		if got != i {
+			t.Fatalf("handled out of arrival order: %v", order)
+		}
+	}
+	if len(order) != n {
+		t.Fatalf("handled %d of %d", len(order), n)
+	}
+	for _, e := range envs {
+		select {
+		case <-e.Done():
+		default:
+			t.Fatalf("envelope %s not done after Serve returned", e.Lease.ID)
+		}
+		if e.Err() != nil {
+			t.Fatalf("envelope %s: %v", e.Lease.ID, e.Err())
+		}
+	}
+	if j := get(t, q, "j007"); j.Outcome != fdbq.Succeeded || string(j.Result) != "7" {
+		t.Fatalf("job j007: %s %s", j.Outcome, j.Result)
+	}
+}
+
+// TestServeDemand: the consumer asks for MaxDemand up front, and for what
+// it misses when its outstanding demand falls to MinDemand; it never has
+// more than MaxDemand jobs asked for and not finished.
+func TestServeDemand(t *testing.T) {
+	q := newQueue(t, nil)
+	const n, maxD, minD, conc = 24, 6, 2, 3
+	ls := leases(t, q, n)
+	var mu sync.Mutex
+	running, peak := 0, 0
+	c, err := consumer.New(func(ctx context.Context, j *consumer.Job[num]) (int, error) {
+		mu.Lock()
+		running++
+		peak = max(peak, running)
+		mu.Unlock()
+		defer func() { mu.Lock(); running--; mu.Unlock() }()
+		return 0, nil
+	}, consumer.Options{Concurrency: conc, MaxDemand: maxD, MinDemand: minD})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := make(chan *consumer.Envelope, n)
+	asks := make(chan int, n)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		c.Serve(in, func(k int) { asks <- k })
+	}()
+	sent := 0
+	var got []int
+	for sent < n {
+		k := recv(t, asks, "an ask")
+		got = append(got, k)
+		if sent > 0 && k != maxD-minD {
+			t.Errorf("asked for %d after the first ask, want %d (max−min demand)", k, maxD-minD)
+		}
+		for range k {
+			if sent == n {
+				break
+			}
+			in <- consumer.NewEnvelope(context.Background(), q, ls[sent], consumer.EnvelopeOptions{})
+			sent++
+		}
+	}
+	close(in)
+	recv(t, served, "Serve to return")
+	if got[0] != maxD {
+		t.Errorf("first ask %d, want max demand %d", got[0], maxD)
+	}
+	if peak > conc {
+		t.Errorf("%d handlers at once, concurrency %d", peak, conc)
+	}
+	page, err := q.List(context.Background(), q.DB(), "t", fdbq.ListOptions{State: fdbq.Finished, Limit: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Jobs) != n {
+		t.Fatalf("%d finished, want %d", len(page.Jobs), n)
+	}
+}
+
+// TestServeSkipsReleased: an envelope released before a handler took it
+// is acknowledged without running the handler.
+func TestServeSkipsReleased(t *testing.T) {
+	q := newQueue(t, nil)
+	ls := leases(t, q, 2)
+	ran := make(chan string, 2)
+	c, err := consumer.New(func(ctx context.Context, j *consumer.Job[num]) (int, error) {
+		ran <- j.ID
+		return 0, nil
+	}, consumer.Options{Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e0 := consumer.NewEnvelope(context.Background(), q, ls[0], consumer.EnvelopeOptions{})
+	e1 := consumer.NewEnvelope(context.Background(), q, ls[1], consumer.EnvelopeOptions{})
+	if n, err := consumer.ReleaseUnstarted(context.Background(), []*consumer.Envelope{e1}); n != 1 || err != nil {
+		t.Fatalf("release: %d, %v", n, err)
+	}
+	in := make(chan *consumer.Envelope, 2)
+	in <- e0
+	in <- e1
+	close(in)
+	serve(t, c, in)
+	close(ran)
+	var got []string
+	for id := range ran {
+		got = append(got, id)
+	}
+	if fmt.Sprint(got) != "[j000]" {
+		t.Fatalf("handlers ran on %v", got)
+	}
+	if j := get(t, q, "j001"); j.State != fdbq.Pending || j.Attempts != 0 {
+		t.Fatalf("released job: %s with %d attempts", j.State, j.Attempts)
+	}
+}
+
+// TestPanicBecomesError: a consumer turns a handler's panic into a failed
+// attempt whose error has the value and the stack.
+func TestPanicBecomesError(t *testing.T) {
+	q := newQueue(t, nil)
+	ls := leases(t, q, 1)
+	c, err := consumer.New(func(ctx context.Context, j *consumer.Job[num]) (int, error) {
+		var none []int
+		return none[j.Data.N], nil // a runtime panic, not a deliberate one
+	}, consumer.Options{Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := make(chan *consumer.Envelope, 1)
+	in <- consumer.NewEnvelope(context.Background(), q, ls[0], consumer.EnvelopeOptions{})
+	close(in)
+	serve(t, c, in)
+	j := get(t, q, "j000")
+	if j.Outcome != fdbq.Failed {
+		t.Fatalf("outcome %s", j.Outcome)
+	}
+	for _, want := range []string{"index out of range", "goroutine ", "consumer_test.go"} {
+		if !strings.Contains(j.Error, want) {
+			t.Errorf("error lacks %q:\n%s", want, j.Error)
+		}
+	}
+}
+
+// TestResultEncoding: results are stored as JSON; a result that does not
+// encode fails the attempt.
+func TestResultEncoding(t *testing.T) {
+	q := newQueue(t, nil)
+	ls := leases(t, q, 2)
+	c, err := consumer.New(func(ctx context.Context, j *consumer.Job[num]) (any, error) {
+		if j.Data.N == 1 {
+			return func() {}, nil
+		}
+		return map[string]any{"n": j.Data.N, "ok": true}, nil
+	}, consumer.Options{Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := make(chan *consumer.Envelope, 2)
+	for _, l := range ls {
+		in <- consumer.NewEnvelope(context.Background(), q, l, consumer.EnvelopeOptions{})
+	}
+	close(in)
+	serve(t, c, in)
+	var r map[string]any
+	if j := get(t, q, "j000"); json.Unmarshal(j.Result, &r) != nil || r["ok"] != true {
+		t.Errorf("result %s", j.Result)
+	}
+	if j := get(t, q, "j001"); j.Outcome != fdbq.Failed || !strings.Contains(j.Error, "encode result") {
+		t.Errorf("unencodable result: %s %q", j.Outcome, j.Error)
+	}
+}
+
+// TestProgress records progress through the job.
+func TestProgress(t *testing.T) {
+	q := newQueue(t, nil)
+	ls := leases(t, q, 2)
+	progressErr := make(chan error, 1)
+	c, err := consumer.New(func(ctx context.Context, j *consumer.Job[num]) (int, error) {
+		if j.Data.N == 1 {
+			// The job is canceled under the handler: progress is refused.
+			if err := q.Cancel(ctx, q.DB(), "t", j.ID); err != nil {
+				return 0, err
+			}
+			progressErr <- j.Progress(ctx, map[string]int{"done": 1})
+			return 0, nil
+		}
+		return 0, j.Progress(ctx, map[string]int{"done": 50})
+	}, consumer.Options{Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := make(chan *consumer.Envelope, 2)
+	for _, l := range ls {
+		in <- consumer.NewEnvelope(context.Background(), q, l, consumer.EnvelopeOptions{})
+	}
+	close(in)
+	serve(t, c, in)
+	if j := get(t, q, "j000"); string(j.Progress) != `{"done":50}` || j.Outcome != fdbq.Succeeded {
+		t.Errorf("progress %s, outcome %s", j.Progress, j.Outcome)
+	}
+	if err := <-progressErr; !errors.Is(err, fdbq.ErrHalt) {
+		t.Errorf("progress of a canceled job: %v, want ErrHalt", err)
+	}
+}

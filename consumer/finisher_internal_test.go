@@ -1,0 +1,91 @@
+package consumer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/kv"
+	"github.com/jobstage/jobstage/kv/embedded"
+)
+
+// TestCommitSkipsHalted drives one batch through commit directly, so the
+// batch is known: a stale lease among good ones is answered with ErrHalt,
+// and the good ones commit together, in one transaction.
+func TestCommitSkipsHalted(t *testing.T) {
+	st, err := embedded.Open("", embedded.Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := kv.NewDB(st, kv.Options{})
+	defer db.Close()
+	q := fdbq.New(db, fdbq.Options{})
+	ctx := context.Background()
+	if err := q.SetType(ctx, db, "t", fdbq.DefaultTypeSettings()); err != nil {
+		t.Fatal(err)
+	}
+	const n = 8
+	for i := range n {
+		if _, err := q.Add(ctx, db, fdbq.NewJob{Type: "t", ID: fmt.Sprint("j", i), MaxAttempts: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ls, err := q.Accept(ctx, "t", fdbq.AcceptOptions{Max: n, Window: 1})
+	if err != nil || len(ls) != n {
+		t.Fatalf("accept: %d, %v", len(ls), err)
+	}
+	// Two stale leases: one canceled, one removed, in the middle of the
+	// batch so that good ones come before and after them.
+	if err := q.Cancel(ctx, db, "t", ls[3].ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Remove(ctx, db, "t", ls[5].ID); err != nil {
+		t.Fatal(err)
+	}
+	b := NewBatchFinisher(q, 0)
+	defer b.Close()
+	var batch []*finishReq
+	for i, l := range ls {
+		r := &finishReq{ctx: ctx, lease: l, result: json.RawMessage(`true`), done: make(chan error, 1)}
+		if i == 6 {
+			r.fail, r.cause = true, "bad luck"
+		}
+		batch = append(batch, r)
+	}
+	commits0 := db.Stats().Commits.Load()
+	// commit filters its argument in place; keep our own order.
+	b.commit(append([]*finishReq(nil), batch...))
+	if c := db.Stats().Commits.Load() - commits0; c != 1 {
+		t.Errorf("%d commits for one batch, want 1", c)
+	}
+	for i, r := range batch {
+		err := <-r.done
+		if i == 3 || i == 5 {
+			if !errors.Is(err, fdbq.ErrHalt) {
+				t.Errorf("stale lease %d: %v, want ErrHalt", i, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("lease %d: %v", i, err)
+			continue
+		}
+		j, err := q.Get(ctx, db, "t", ls[i].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fdbq.Succeeded
+		if i == 6 {
+			want = fdbq.Failed
+		}
+		if j.Outcome != want {
+			t.Errorf("job %d: %s, want %s", i, j.Outcome, want)
+		}
+	}
+	if j, _ := q.Get(ctx, db, "t", ls[3].ID); j.Outcome != fdbq.Canceled {
+		t.Errorf("canceled job became %s", j.Outcome)
+	}
+}

@@ -1,0 +1,352 @@
+package pipeline_test
+
+import (
+	"bytes"
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jobstage/jobstage/consumer"
+	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/kv"
+	"github.com/jobstage/jobstage/kv/embedded"
+	"github.com/jobstage/jobstage/kv/tuple"
+	"github.com/jobstage/jobstage/pipeline"
+	"github.com/jobstage/jobstage/producer"
+)
+
+// waitLimit bounds every wait of these tests: a wait that takes longer
+// fails the test instead of hanging it.
+const waitLimit = 20 * time.Second
+
+// fakeClock is a manual clock for queues whose scheduled times a test
+// controls. It counts its reads, so a test can tell that nothing consulted
+// the clock (no timer fired, no poll ran) while a pipeline sat idle.
+type fakeClock struct {
+	mu    sync.Mutex
+	now   time.Time
+	reads atomic.Int64
+	real  bool // follow the real clock instead of now
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.UnixMilli(1_700_000_000_000)} }
+
+// countingClock is the real clock, with reads counted.
+func countingClock() *fakeClock { return &fakeClock{real: true} }
+
+func (c *fakeClock) Now() time.Time {
+	c.reads.Add(1)
+	if c.real {
+		return time.Now()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// spyBackend wraps a store and reports every committed transaction that
+// set a watch on a job type's watch key: that is the last thing an
+// acceptor does before it parks, so a test knows when a producer waits.
+type spyBackend struct {
+	kv.Backend
+	watchKeys map[string]bool // the watch keys of the types watched
+	mu        sync.Mutex
+	armed     int
+	changed   chan struct{} // closed and replaced when armed changes
+}
+
+func (b *spyBackend) Begin(ctx context.Context) (kv.Transaction, error) {
+	tx, err := b.Backend.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &spyTx{Transaction: tx, b: b}, nil
+}
+
+// armedWatches is how many acceptor watches have been set so far, and a
+// channel closed when that changes.
+func (b *spyBackend) armedWatches() (int, <-chan struct{}) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.armed, b.changed
+}
+
+// waitArmed waits until at least n acceptor watches have been set.
+func (b *spyBackend) waitArmed(t testing.TB, n int) {
+	t.Helper()
+	deadline := time.After(waitLimit)
+	for {
+		got, ch := b.armedWatches()
+		if got >= n {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("only %d acceptor watches set, want %d", got, n)
+		}
+	}
+}
+
+type spyTx struct {
+	kv.Transaction
+	b       *spyBackend
+	watched bool
+}
+
+func (t *spyTx) Watch(key []byte) kv.Watch {
+	if t.b.watchKeys[string(key)] {
+		t.watched = true
+	}
+	return t.Transaction.Watch(key)
+}
+
+func (t *spyTx) Commit() error {
+	err := t.Transaction.Commit()
+	if err == nil && t.watched {
+		t.b.mu.Lock()
+		t.b.armed++
+		close(t.b.changed)
+		t.b.changed = make(chan struct{})
+		t.b.mu.Unlock()
+	}
+	return err
+}
+
+// Key tags of fdbq's data model (fdbq/doc.go): the watch key acceptors
+// wait on, and the change key every job change bumps.
+const (
+	tagWatch  = 3
+	tagChange = 4
+)
+
+func queueKey(tag int, typ string) []byte {
+	return tuple.FromBytes(fdbq.DefaultPrefix).MustPack(tuple.Tuple{tag, typ})
+}
+
+// env is a queue over a fresh in-memory store, its clock and its spy.
+type env struct {
+	q     *fdbq.Queue
+	db    *kv.DB
+	clock *fakeClock
+	spy   *spyBackend
+}
+
+type envOptions struct {
+	clock    *fakeClock // default: the real clock, counted
+	dir      string     // on-disk store at dir; default in memory
+	settings *fdbq.TypeSettings
+	types    []string // default {"t"}
+}
+
+func newEnv(t testing.TB, o envOptions) *env {
+	t.Helper()
+	var st *embedded.Store
+	var err error
+	if o.dir != "" {
+		st, err = embedded.Open(o.dir, embedded.Options{})
+	} else {
+		st, err = embedded.Open("", embedded.Options{InMemory: true})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.types) == 0 {
+		o.types = []string{"t"}
+	}
+	spy := &spyBackend{Backend: st, watchKeys: map[string]bool{}, changed: make(chan struct{})}
+	for _, typ := range o.types {
+		spy.watchKeys[string(queueKey(tagWatch, typ))] = true
+	}
+	db := kv.NewDB(spy, kv.Options{})
+	t.Cleanup(func() { db.Close() })
+	if o.clock == nil {
+		o.clock = countingClock()
+	}
+	q := fdbq.New(db, fdbq.Options{Now: o.clock.Now})
+	s := fdbq.DefaultTypeSettings()
+	if o.settings != nil {
+		s = *o.settings
+	}
+	for _, typ := range o.types {
+		if err := q.SetType(context.Background(), db, typ, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &env{q: q, db: db, clock: o.clock, spy: spy}
+}
+
+// add enqueues jobs of type "t" with the given ids and JSON data.
+func (e *env) add(t testing.TB, jobs ...fdbq.NewJob) {
+	t.Helper()
+	for i := range jobs {
+		if jobs[i].Type == "" {
+			jobs[i].Type = "t"
+		}
+	}
+	if _, err := e.q.AddBatch(context.Background(), e.db, jobs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *env) get(t testing.TB, id string) *fdbq.Job {
+	t.Helper()
+	j, err := e.q.Get(context.Background(), e.db, "t", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+func (e *env) count(t testing.TB, s fdbq.State) int64 {
+	t.Helper()
+	n, err := e.q.Count(context.Background(), e.db, "t", s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// waitStore waits until cond holds, re-checking it after each change to a
+// job of type "t": a watch on the type's change key, armed before each
+// check so that no change between the check and the wait is missed.
+func (e *env) waitStore(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	for {
+		w, err := kv.Transact(ctx, e.db, func(tx kv.Tx) (kv.Watch, error) {
+			return tx.Watch(queueKey(tagChange, "t")), nil
+		})
+		if err != nil {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+		if cond() {
+			w.Cancel()
+			return
+		}
+		if err := w.Wait(ctx); err != nil {
+			w.Cancel()
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+	}
+}
+
+// waitFinished waits until every job in ids has finished, and returns them.
+func (e *env) waitFinished(t testing.TB, ids ...string) []*fdbq.Job {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	res, err := e.q.Wait(ctx, "t", ids, fdbq.Finished)
+	if err != nil {
+		t.Fatalf("waiting for %d jobs to finish: %v", len(ids), err)
+	}
+	out := make([]*fdbq.Job, len(res))
+	for i, r := range res {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		if r.Job.State != fdbq.Finished {
+			t.Fatalf("job %s is %s, not finished", ids[i], r.Job.State)
+		}
+		out[i] = r.Job
+	}
+	return out
+}
+
+// start builds and starts a pipeline from a producer of "t" to cs, and
+// stops it at the end of the test.
+func (e *env) start(t testing.TB, b *pipeline.Builder) *pipeline.Pipeline {
+	t.Helper()
+	p, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		limit := waitLimit
+		if t.Failed() {
+			// Handlers of a failed test may still block; cut the drain
+			// short (Stop cancels them when ctx ends) and move on.
+			limit = time.Second
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), limit)
+		defer cancel()
+		if err := p.Stop(ctx); err != nil && !t.Failed() {
+			t.Errorf("stop: %v", err)
+		}
+	})
+	return p
+}
+
+func (e *env) producer(o producer.Options) *producer.Producer { return producer.New(e.q, "t", o) }
+
+func mustConsumer[T, R any](t testing.TB, h consumer.Handler[T, R], o consumer.Options, mw ...consumer.Middleware[T, R]) *consumer.Consumer {
+	t.Helper()
+	c, err := consumer.New(h, o, mw...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// recv receives from ch or fails the test after waitLimit.
+func recv[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(waitLimit):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+// jobIDs returns "prefix0" … "prefix(n-1)".
+func jobIDs(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = prefix + strconv.Itoa(i)
+	}
+	return out
+}
+
+func newJobs(idList []string, data string) []fdbq.NewJob {
+	out := make([]fdbq.NewJob, len(idList))
+	for i, id := range idList {
+		out[i] = fdbq.NewJob{ID: id}
+		if data != "" {
+			out[i].Data = []byte(data)
+		}
+	}
+	return out
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers and readers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
