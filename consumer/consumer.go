@@ -55,7 +55,8 @@ type Options struct {
 	// ConsumerSupervisor max_demand); default DefaultConcurrency.
 	Concurrency int
 	// MaxDemand is how many jobs the consumer asks for up front; default
-	// Concurrency. MinDemand is the level at which it asks again; default
+	// 2·Concurrency, so that handlers find new jobs while the outcomes of
+	// the last ones commit. MinDemand is the level at which it asks again; default
 	// MaxDemand/2. Jobs asked for beyond Concurrency wait in the consumer's
 	// buffer, already accepted, so that a handler finds its next job at
 	// once.
@@ -70,7 +71,7 @@ func (o *Options) defaults() error {
 		o.Concurrency = DefaultConcurrency
 	}
 	if o.MaxDemand <= 0 {
-		o.MaxDemand = o.Concurrency
+		o.MaxDemand = 2 * o.Concurrency
 	}
 	if o.MinDemand <= 0 && o.MaxDemand > 1 {
 		o.MinDemand = o.MaxDemand / 2
@@ -85,7 +86,9 @@ func (o *Options) defaults() error {
 // up to its concurrency, and acknowledges each outcome.
 type Consumer struct {
 	opts Options
-	run  func(e *Envelope)
+	// run runs the handler on e and returns the acknowledgement, which
+	// commits the outcome.
+	run func(e *Envelope) (ack func())
 }
 
 // New returns a consumer running h, wrapped by mw (the first wraps
@@ -99,13 +102,12 @@ func New[T, R any](h Handler[T, R], o Options, mw ...Middleware[T, R]) (*Consume
 		h = mw[i](h)
 	}
 	timeout := o.JobTimeout
-	return &Consumer{opts: o, run: func(e *Envelope) {
+	return &Consumer{opts: o, run: func(e *Envelope) func() {
 		if !e.Start() {
-			e.Ack(nil, context.Cause(e.Context()))
-			return
+			return func() { e.Ack(nil, context.Cause(e.Context())) }
 		}
 		result, err := runTyped(e, h, timeout)
-		e.Ack(result, err)
+		return func() { e.Ack(result, err) }
 	}}, nil
 }
 
@@ -172,14 +174,27 @@ func (c *Consumer) Serve(in <-chan *Envelope, ask func(n int)) {
 	// reporting one, however many jobs were delivered.
 	work := make(chan *Envelope)
 	finished := make(chan struct{})
-	var wg sync.WaitGroup
+	var wg, commits sync.WaitGroup
 	for range c.opts.Concurrency {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for e := range work {
-				c.run(e)
-				finished <- struct{}{}
+				// The handler's slot is free as soon as it returns; the
+				// outcome commits meanwhile. Its demand is given back only
+				// once the commit is done, so jobs held — buffered,
+				// running or committing — still never exceed MaxDemand,
+				// while concurrency counts only jobs being worked on. (A
+				// slot held until the commit made throughput Concurrency
+				// divided by the commit latency, and left a BatchFinisher
+				// batches no larger than the handlers waiting on it.)
+				ack := c.run(e)
+				commits.Add(1)
+				go func() {
+					defer commits.Done()
+					ack()
+					finished <- struct{}{}
+				}()
 			}
 		}()
 	}
@@ -214,6 +229,7 @@ func (c *Consumer) Serve(in <-chan *Envelope, ask func(n int)) {
 	idle := make(chan struct{})
 	go func() {
 		wg.Wait()
+		commits.Wait()
 		close(idle)
 	}()
 	for {

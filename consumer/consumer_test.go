@@ -24,14 +24,14 @@ func TestOptionsDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := c.Options()
-	if o.Concurrency != consumer.DefaultConcurrency || o.MaxDemand != o.Concurrency || o.MinDemand != o.MaxDemand/2 {
+	if o.Concurrency != consumer.DefaultConcurrency || o.MaxDemand != 2*o.Concurrency || o.MinDemand != o.MaxDemand/2 {
 		t.Fatalf("defaults: %+v", o)
 	}
 	c, err = consumer.New(h, consumer.Options{Concurrency: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := c.Options(); o.MaxDemand != 1 || o.MinDemand != 0 {
+	if o := c.Options(); o.MaxDemand != 2 || o.MinDemand != 1 {
 		t.Fatalf("concurrency 1: %+v", o)
 	}
 	if _, err := consumer.New(h, consumer.Options{MaxDemand: 4, MinDemand: 4}); err == nil {

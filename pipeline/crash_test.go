@@ -228,7 +228,7 @@ func crashChild(dir string) {
 		time.Sleep(time.Minute)
 		os.Exit(3)
 		return 0, nil
-	}, consumer.Options{Concurrency: 3})
+	}, consumer.Options{Concurrency: 3, MaxDemand: 3})
 	if err != nil {
 		fail(err)
 	}

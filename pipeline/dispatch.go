@@ -9,9 +9,8 @@ import (
 // Dispatcher decides which consumers get each job (GenStage's
 // dispatchers).
 type Dispatcher struct {
-	kind       dispatchKind
-	key        func(*fdbq.Lease) string
-	partitions int
+	kind dispatchKind
+	key  func(*fdbq.Lease) string
 }
 
 type dispatchKind int

@@ -72,6 +72,9 @@ func TestPipelineUnderStoreFaults(t *testing.T) {
 			}
 			fo := kvtest.DefaultFaultOptions(int64(len(t.Name())))
 			fo.DelayRate = 0
+			// High enough that the faults the test is about happen even in
+			// a run that needs only ~100 commits (batched finishes).
+			fo.UnknownAppliedRate, fo.ConflictRate = 0.08, 0.08
 			faulty := kvtest.NewFaultyBackend(st, fo)
 			db := kv.NewDB(faulty, kv.Options{})
 			defer db.Close()

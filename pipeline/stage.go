@@ -38,6 +38,10 @@ func Filter(keep func(*fdbq.Lease) bool) Stage {
 func Map(f func(ctx context.Context, l *fdbq.Lease) error) Stage {
 	return Stage{run: func(in <-chan *consumer.Envelope, out chan<- *consumer.Envelope, drop func()) {
 		for e := range in {
+			if e.Context().Err() != nil {
+				out <- e // released or halted: the consumer acknowledges it as such
+				continue
+			}
 			if err := f(e.Context(), e.Lease); err != nil {
 				drop()
 				acknowledgeAll(e, nil, err)

@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"encoding/binary"
+	"fmt"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -27,7 +28,10 @@ type commitResult struct {
 	err   error
 }
 
-var errClosed = kv.ErrTransactionCancelled.WithDetail("store is closed")
+// errClosed fails work on a closed store: transaction_cancelled (1025), as
+// FoundationDB reports a cancelled transaction, and also kv.ErrClosed, so
+// callers can tell a closed store from a cancelled transaction.
+var errClosed = fmt.Errorf("%w: %w", kv.ErrClosed, kv.ErrTransactionCancelled.WithDetail("store is closed"))
 
 // submit hands req to the committer and waits for its answer.
 func (s *Store) submit(req *commitReq) commitResult {

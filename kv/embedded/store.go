@@ -227,7 +227,7 @@ func (s *Store) acquireSnapshot() (*snapRef, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return nil, kv.ErrTransactionCancelled.WithDetail("store is closed")
+		return nil, errClosed
 	}
 	if s.mu.broken != nil {
 		return nil, s.mu.broken
@@ -284,7 +284,7 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.stop)
 		<-s.done
-		s.watches.failAll(kv.ErrTransactionCancelled.WithDetail("store is closed"))
+		s.watches.failAll(errClosed)
 		s.closeMu.Lock()
 		s.mu.Lock()
 		s.closed = true

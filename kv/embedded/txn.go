@@ -244,7 +244,7 @@ func (t *txn) readSnapshot(key []byte) ([]byte, bool, error) {
 	t.s.closeMu.RLock()
 	defer t.s.closeMu.RUnlock()
 	if t.s.closed {
-		return nil, false, kv.ErrTransactionCancelled.WithDetail("store is closed")
+		return nil, false, errClosed
 	}
 	v, closer, err := t.snap.snap.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
@@ -287,7 +287,7 @@ func (t *txn) readRangeLocked(r kv.Range, limit int, reverse, snapshot bool) (ou
 	t.s.closeMu.RLock()
 	defer t.s.closeMu.RUnlock()
 	if t.s.closed {
-		return nil, false, kv.ErrTransactionCancelled.WithDetail("store is closed")
+		return nil, false, errClosed
 	}
 	it, err := t.snap.snap.NewIter(&pebble.IterOptions{LowerBound: r.Begin, UpperBound: r.End})
 	if err != nil {
