@@ -638,3 +638,42 @@ func TestAcceptConcurrentAcceptorsTakeDistinctJobs(t *testing.T) {
 	t.Logf("acceptors took %d and %d jobs; conflicts %d and %d", len(got[0]), len(got[1]),
 		acceptors[0].DB().Stats().Conflicts.Load(), acceptors[1].DB().Stats().Conflicts.Load())
 }
+
+// The random pick within the window never lets a lower priority job pass a
+// higher one: bands are taken whole, from the highest, and only the band
+// that does not fit is sampled.
+func TestAcceptRandomWindowKeepsPriority(t *testing.T) {
+	q, _ := newQueue(t)
+	ctx := context.Background()
+	db := q.DB()
+	var jobs []fdbq.NewJob
+	for i := 0; i < 300; i++ {
+		jobs = append(jobs, fdbq.NewJob{Type: "email", ID: fmt.Sprintf("low-%03d", i)})
+	}
+	for i := 0; i < 3; i++ {
+		jobs = append(jobs, fdbq.NewJob{Type: "email", ID: fmt.Sprintf("high-%d", i), Priority: 5})
+	}
+	if _, err := q.AddBatch(ctx, db, jobs); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for i := 0; i < 3; i++ {
+		ls, err := q.Accept(ctx, "email", fdbq.AcceptOptions{Max: 1})
+		if err != nil || len(ls) != 1 {
+			t.Fatalf("accept %d: %v %v", i, ls, err)
+		}
+		if ls[0].Priority != 5 || seen[ls[0].ID] {
+			t.Fatalf("accept %d took %s (priority %d) while high-priority jobs were due", i, ls[0].ID, ls[0].Priority)
+		}
+		seen[ls[0].ID] = true
+	}
+	ls, err := q.Accept(ctx, "email", fdbq.AcceptOptions{Max: 10})
+	if err != nil || len(ls) != 10 {
+		t.Fatalf("accept: %v %v", ls, err)
+	}
+	for _, l := range ls {
+		if l.Priority != 0 {
+			t.Fatalf("took %s twice", l.ID)
+		}
+	}
+}

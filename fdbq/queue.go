@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/jobstage/jobstage/kv"
@@ -33,9 +32,6 @@ type Queue struct {
 	db  *kv.DB
 	k   keys
 	now func() time.Time
-	// heads caches, per type, where the type's live pending entries
-	// start (a *pendingHead); see dueWindow.
-	heads sync.Map
 }
 
 // New returns a Queue over db.

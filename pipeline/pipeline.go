@@ -122,11 +122,12 @@ func (b *Builder) Build() (*Pipeline, error) {
 	if pb.dispatcher.kind == partitionDispatch {
 		// Per-key order needs the jobs accepted in index order: a window of
 		// due jobs picked from at random would let a key's later job
-		// overtake an earlier one left for the next batch.
+		// overtake an earlier one left for the next batch, and so would
+		// two accepts in flight at once.
 		pb.producers = make([]*producer.Producer, len(b.producers))
 		for i, pr := range b.producers {
 			po := pr.Options()
-			po.Window = 1
+			po.Window, po.Acceptors = 1, 1
 			pb.producers[i] = producer.New(pr.Queue(), pr.Type(), po)
 		}
 	}
@@ -222,11 +223,16 @@ func (p *Pipeline) Start(ctx context.Context) error {
 	jobCtx, jobCancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	p.prodStop, p.jobCancel = prodStop, jobCancel
 	for _, pr := range p.b.producers {
-		p.prodWG.Add(1)
-		go func(pr *producer.Producer) {
-			defer p.prodWG.Done()
-			p.produce(prodCtx, jobCtx, pr, heartbeats[pr.Type()])
-		}(pr)
+		// Several accept loops per producer keep accepts in flight while
+		// one commits: one loop alone delivers at most a batch per commit
+		// latency, however fast the handlers are.
+		for range pr.Acceptors() {
+			p.prodWG.Add(1)
+			go func(pr *producer.Producer) {
+				defer p.prodWG.Done()
+				p.produce(prodCtx, jobCtx, pr, heartbeats[pr.Type()])
+			}(pr)
+		}
 	}
 	return nil
 }

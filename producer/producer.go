@@ -20,6 +20,7 @@ import (
 // Defaults of Options.
 const (
 	DefaultBatchLimit  = 100
+	DefaultAcceptors   = 4
 	DefaultMinBackoff  = 10 * time.Millisecond
 	DefaultMaxBackoff  = 5 * time.Second
 	DefaultWindowRatio = 4
@@ -29,6 +30,11 @@ const (
 type Options struct {
 	// BatchLimit bounds the jobs accepted in one transaction.
 	BatchLimit int
+	// Acceptors is how many accepts a pipeline keeps in flight for this
+	// producer at once, each for its own share of the demand; default
+	// DefaultAcceptors. Under partition dispatch it is 1, so that jobs are
+	// accepted in order.
+	Acceptors int
 	// Window is passed to fdbq.AcceptOptions.Window; 0 lets fdbq choose.
 	// 1 accepts in strict order (fdbq widens the window to the batch and
 	// picks no job at random); a pipeline that keeps per-key order sets
@@ -54,6 +60,9 @@ func New(q *fdbq.Queue, typ string, o Options) *Producer {
 	if o.BatchLimit <= 0 {
 		o.BatchLimit = DefaultBatchLimit
 	}
+	if o.Acceptors <= 0 {
+		o.Acceptors = DefaultAcceptors
+	}
 	if o.MinBackoff <= 0 {
 		o.MinBackoff = DefaultMinBackoff
 	}
@@ -71,6 +80,9 @@ func (p *Producer) Type() string { return p.typ }
 
 // Queue is the queue the producer accepts from.
 func (p *Producer) Queue() *fdbq.Queue { return p.q }
+
+// Acceptors is how many accepts a pipeline runs at once for this producer.
+func (p *Producer) Acceptors() int { return p.opts.Acceptors }
 
 // BatchLimit is the most jobs Pull returns.
 func (p *Producer) BatchLimit() int { return p.opts.BatchLimit }

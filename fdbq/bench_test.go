@@ -1,0 +1,201 @@
+package fdbq_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/kv"
+)
+
+// The benchmarks run on the durable on-disk embedded store: every commit
+// waits for its fsync, shared by the commits that arrive together (group
+// commit), so the figures are what a deployment on one machine gets.
+
+const benchType = "bench"
+
+var benchData = json.RawMessage(`{"to":"someone@example.com","template":"welcome"}`)
+
+func benchQueue(b *testing.B) *fdbq.Queue {
+	b.Helper()
+	db := openDisk(b, b.TempDir())
+	q := fdbq.New(db, fdbq.Options{})
+	s := fdbq.DefaultTypeSettings()
+	s.ActivityTimeout = time.Hour
+	if err := q.SetType(context.Background(), db, benchType, s); err != nil {
+		b.Fatal(err)
+	}
+	return q
+}
+
+// benchFill adds n jobs in batches of 1000.
+func benchFill(b *testing.B, q *fdbq.Queue, n int) {
+	b.Helper()
+	for i := 0; i < n; i += 1000 {
+		jobs := make([]fdbq.NewJob, min(1000, n-i))
+		for j := range jobs {
+			jobs[j] = fdbq.NewJob{Type: benchType, Data: benchData}
+		}
+		if _, err := q.AddBatch(context.Background(), q.DB(), jobs); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchStats is a copy of a DB's counters, to report what a benchmark's
+// timed part cost.
+type benchStats struct{ tx, commits, conflicts int64 }
+
+func statsOf(db *kv.DB) benchStats {
+	s := db.Stats()
+	return benchStats{s.Transactions.Load(), s.Commits.Load(), s.Conflicts.Load()}
+}
+
+// report adds jobs/s and the store's work per job to the benchmark's
+// results.
+func report(b *testing.B, db *kv.DB, before benchStats, jobs int) {
+	after := statsOf(db)
+	tx, conflicts := after.tx-before.tx, after.conflicts-before.conflicts
+	b.ReportMetric(float64(jobs)/b.Elapsed().Seconds(), "jobs/s")
+	b.ReportMetric(float64(tx)/float64(jobs), "tx/job")
+	b.ReportMetric(float64(after.commits-before.commits)/float64(jobs), "commits/job")
+	b.ReportMetric(float64(conflicts)/float64(jobs), "conflicts/job")
+	if tx > 0 {
+		b.ReportMetric(float64(conflicts)/float64(tx), "conflicts/tx")
+	}
+}
+
+// BenchmarkAdd measures adds, one job per transaction and 100 per
+// transaction, from one goroutine; b.N counts jobs.
+func BenchmarkAdd(b *testing.B) {
+	for _, batch := range []int{1, 100} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			q := benchQueue(b)
+			ctx := context.Background()
+			before := statsOf(q.DB())
+			b.ResetTimer()
+			for i := 0; i < b.N; i += batch {
+				jobs := make([]fdbq.NewJob, min(batch, b.N-i))
+				for j := range jobs {
+					jobs[j] = fdbq.NewJob{Type: benchType, Data: benchData}
+				}
+				if _, err := q.AddBatch(ctx, q.DB(), jobs); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			report(b, q.DB(), before, b.N)
+		})
+	}
+}
+
+// BenchmarkAcceptFinish measures the worker's path: accept (up to 16 at a
+// time, waiting on the watch when idle) and finish each job in its own
+// transaction, with 1 and 32 workers; b.N jobs are added before the
+// timer starts.
+func BenchmarkAcceptFinish(b *testing.B) {
+	for _, workers := range []int{1, 32} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			q := benchQueue(b)
+			benchFill(b, q, b.N)
+			db := q.DB()
+			ctx, stop := context.WithCancel(context.Background())
+			defer stop()
+			var done atomic.Int64
+			var wg sync.WaitGroup
+			before := statsOf(db)
+			b.ResetTimer()
+			for range workers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for ctx.Err() == nil {
+						ls, err := q.Accept(ctx, benchType, fdbq.AcceptOptions{Max: 16, Timeout: 100 * time.Millisecond})
+						if err != nil {
+							if ctx.Err() == nil {
+								b.Errorf("accept: %v", err)
+								stop()
+							}
+							return
+						}
+						for _, l := range ls {
+							if err := q.Finish(context.Background(), db, l, nil); err != nil {
+								b.Errorf("finish: %v", err)
+								stop()
+								return
+							}
+							if done.Add(1) == int64(b.N) {
+								stop()
+							}
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			report(b, db, before, b.N)
+		})
+	}
+}
+
+// BenchmarkAcceptConflicts measures how concurrent acceptors get in each
+// other's way: 1, 8 and 32 goroutines accept one job at a time and do
+// nothing else, so every conflict is two acceptors picking the same job.
+// With the default window (4 due jobs, one picked at random) at most about
+// 4 acceptors can succeed per commit round whatever their number; window=256
+// shows what a wider window does. conflicts/tx is the share of accept
+// transactions that failed with not_committed; conflicts/job is what each
+// accepted job cost in retries.
+func BenchmarkAcceptConflicts(b *testing.B) {
+	for _, window := range []int{0, 256} {
+		for _, acceptors := range []int{1, 8, 32} {
+			name := fmt.Sprintf("acceptors=%d", acceptors)
+			if window > 0 {
+				if acceptors == 1 {
+					continue // one acceptor has no one to conflict with
+				}
+				name += fmt.Sprintf("/window=%d", window)
+			}
+			b.Run(name, func(b *testing.B) {
+				q := benchQueue(b)
+				benchFill(b, q, b.N)
+				db := q.DB()
+				ctx := context.Background()
+				var accepted atomic.Int64
+				var wg sync.WaitGroup
+				before := statsOf(db)
+				b.ResetTimer()
+				for range acceptors {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						// Every job is there from the start, so an accept
+						// that finds none means all are taken.
+						for {
+							ls, err := q.Accept(ctx, benchType, fdbq.AcceptOptions{Window: window})
+							if err != nil {
+								b.Errorf("accept: %v", err)
+								return
+							}
+							if len(ls) == 0 {
+								return
+							}
+							accepted.Add(int64(len(ls)))
+						}
+					}()
+				}
+				wg.Wait()
+				b.StopTimer()
+				if n := accepted.Load(); n != int64(b.N) {
+					b.Fatalf("accepted %d of %d jobs", n, b.N)
+				}
+				report(b, db, before, b.N)
+			})
+		}
+	}
+}
