@@ -19,26 +19,29 @@ type ledger struct {
 	wanted    []int
 	inflight  int
 	broadcast bool
-	notify    chan struct{} // capacity 1: something changed
+	// changed is closed, and replaced, whenever demand or reservations
+	// change: every waiting producer wakes once and looks again.
+	changed chan struct{}
 }
 
 func newLedger(consumers int, broadcast bool) *ledger {
-	return &ledger{wanted: make([]int, consumers), broadcast: broadcast, notify: make(chan struct{}, 1)}
+	return &ledger{wanted: make([]int, consumers), broadcast: broadcast, changed: make(chan struct{})}
 }
 
-func (l *ledger) signal() {
-	select {
-	case l.notify <- struct{}{}:
-	default:
-	}
+// changedLocked wakes the producers waiting for demand.
+//
+// REQUIRES: l.mu is held.
+func (l *ledger) changedLocked() {
+	close(l.changed)
+	l.changed = make(chan struct{})
 }
 
 // ask records consumer i asking for n more jobs.
 func (l *ledger) ask(i, n int) {
 	l.mu.Lock()
 	l.wanted[i] += n
+	l.changedLocked()
 	l.mu.Unlock()
-	l.signal()
 }
 
 // availableLocked is what producers may reserve now.
@@ -72,13 +75,12 @@ func (l *ledger) reserve(ctx context.Context, limit int) int {
 			l.mu.Unlock()
 			return k
 		}
+		changed := l.changed
 		l.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			return 0
-		case <-l.notify:
-			// Another producer may be waiting too; pass the signal on.
-			l.signal()
+		case <-changed:
 		}
 	}
 }
@@ -90,8 +92,8 @@ func (l *ledger) unreserve(k int) {
 	}
 	l.mu.Lock()
 	l.inflight -= k
+	l.changedLocked()
 	l.mu.Unlock()
-	l.signal()
 }
 
 // deliverTo picks the consumer a job goes to (demand dispatch: the one
