@@ -53,6 +53,11 @@ type Producer struct {
 	q    *fdbq.Queue
 	typ  string
 	opts Options
+	// waiter is held by the one Pull that waits on the store for jobs to
+	// become due; concurrent Pulls that find nothing wait for it here, so
+	// that an idle producer keeps one watch, not one per accept loop, and
+	// an added job wakes one accept, not all of them.
+	waiter chan struct{}
 }
 
 // New returns a producer of jobs of type typ.
@@ -72,7 +77,7 @@ func New(q *fdbq.Queue, typ string, o Options) *Producer {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Producer{q: q, typ: typ, opts: o}
+	return &Producer{q: q, typ: typ, opts: o, waiter: make(chan struct{}, 1)}
 }
 
 // Type is the job type the producer accepts.
@@ -101,7 +106,7 @@ func (p *Producer) Pull(ctx context.Context, n int) ([]*fdbq.Lease, error) {
 	n = max(1, min(n, p.opts.BatchLimit))
 	backoff := p.opts.MinBackoff
 	for {
-		leases, err := p.q.Accept(ctx, p.typ, fdbq.AcceptOptions{Max: n, Window: p.opts.Window, Timeout: -1})
+		leases, err := p.accept(ctx, n)
 		if err == nil && len(leases) > 0 {
 			return leases, nil
 		}
@@ -127,6 +132,28 @@ func (p *Producer) Pull(ctx context.Context, n int) ([]*fdbq.Lease, error) {
 		}
 		backoff = min(backoff*2, p.opts.MaxBackoff)
 	}
+}
+
+// accept takes jobs without waiting if some are due; otherwise it becomes
+// (or waits to become) the one Pull that waits on the store.
+func (p *Producer) accept(ctx context.Context, n int) ([]*fdbq.Lease, error) {
+	o := fdbq.AcceptOptions{Max: n, Window: p.opts.Window}
+	select {
+	case p.waiter <- struct{}{}:
+	default:
+		leases, err := p.q.Accept(ctx, p.typ, o)
+		if err != nil || len(leases) > 0 {
+			return leases, err
+		}
+		select {
+		case p.waiter <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	defer func() { <-p.waiter }()
+	o.Timeout = -1
+	return p.q.Accept(ctx, p.typ, o)
 }
 
 // Release hands jobs back to pending at once, without counting the
