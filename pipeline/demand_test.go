@@ -242,8 +242,11 @@ func TestWatchWakesIdlePipeline(t *testing.T) {
 		if s.id != id {
 			t.Fatalf("handled %q, want %q", s.id, id)
 		}
-		if n := s.tx - tx0; n > 3 {
-			t.Errorf("round %d: %d store transactions between add and start, want ≤ 3 (add, accept, one retry)", i, n)
+		// The add and the accept that takes the job; meanwhile the
+		// producer's other accept loops may look once without waiting and
+		// one of them takes over the watch.
+		if n := s.tx - tx0; n > 4 {
+			t.Errorf("round %d: %d store transactions between add and start, want ≤ 4 (add, accept, a look, a re-watch)", i, n)
 		}
 		lat := s.now.Sub(t0)
 		if lat > 5*time.Second {
