@@ -173,7 +173,7 @@ func (s *Store) commitBatch(batch []*commitReq) {
 		// including later transactions of this batch, and void the skip
 		// entries they fall into before any reader can see them.
 		s.res.record(version, keys, ranges, &rec)
-		s.skip.invalidate(keys, ranges)
+		s.skip.invalidate(ov.liveKeys(keys), ranges)
 		results[i].stamp = stamp
 		accepted = append(accepted, req)
 	}
@@ -340,6 +340,17 @@ func (ov *overlay) get(key []byte) ([]byte, bool, error) {
 		return nil, false, kv.ErrOperationFailed.WithDetail("read for commit: %v", err)
 	}
 	return v, v != nil, nil
+}
+
+// liveKeys returns the keys that exist after the writes applied so far.
+func (ov *overlay) liveKeys(keys []string) []string {
+	var out []string
+	for _, k := range keys {
+		if v, ok := ov.vals[k]; !ok || v.exists {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 func (ov *overlay) set(key string, value []byte, exists bool) {

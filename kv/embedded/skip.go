@@ -23,8 +23,8 @@ import (
 // [begin, first). Readers propose entries after a scan (the first key
 // their scan returned, at their read version); the committer validates a
 // proposal against the resolver's record of recent writes — any write into
-// the range after the reader's version voids it — and drops an entry as
-// soon as a batch writes into its range. A reader uses an entry only if its
+// the range after the reader's version voids it — and, when a batch sets a
+// key inside an entry's range, shortens the entry to end there. A reader uses an entry only if its
 // read version is at or after the entry's: an older snapshot may still see
 // keys that were deleted later.
 type skipCache struct {
@@ -97,31 +97,39 @@ func (c *skipCache) admit(r *resolver) {
 	}
 }
 
-// invalidate drops the entries whose range holds one of keys or overlaps
-// one of ranges. Only the committer calls it, for every batch it writes.
-func (c *skipCache) invalidate(keys []string, ranges []kv.Range) {
+// invalidate updates the entries for a batch's writes: a key set inside
+// an entry's range becomes its new end (the keys before it are still dead,
+// at the entry's version and after), and a range write over the start of
+// an entry drops it. Cleared keys change nothing: they were dead already
+// or are dead now. Only the committer calls it, for every batch it writes,
+// before the batch is visible.
+func (c *skipCache) invalidate(set []string, ranges []kv.Range) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.entries) == 0 {
 		return
 	}
 	for b, e := range c.entries {
-		begin := []byte(b)
-		hit := false
-		for _, k := range keys {
-			if k >= b && k < string(e.first) {
-				hit = true
-				break
+		first := string(e.first)
+		for _, k := range set {
+			if k >= b && k < first {
+				first = k
 			}
 		}
 		for _, rg := range ranges {
-			if hit {
-				break
+			if bytes.Compare(rg.Begin, []byte(first)) < 0 && bytes.Compare([]byte(b), rg.End) < 0 {
+				if bytes.Compare(rg.Begin, []byte(b)) <= 0 {
+					first = b
+				} else {
+					first = string(rg.Begin)
+				}
 			}
-			hit = bytes.Compare(rg.Begin, e.first) < 0 && bytes.Compare(begin, rg.End) < 0
 		}
-		if hit {
+		switch {
+		case first == b:
 			delete(c.entries, b)
+		case first != string(e.first):
+			c.entries[b] = skipEntry{first: []byte(first), version: e.version}
 		}
 	}
 }
