@@ -14,12 +14,9 @@ func (q *Queue) Remove(ctx context.Context, tr kv.Transactor, typ, id string) er
 		return err
 	}
 	return tr.Transact(ctx, func(tx kv.Tx) error {
-		rec, err := q.load(tx, typ, id)
+		rec, err := q.loadExisting(tx, typ, id)
 		if err != nil {
 			return err
-		}
-		if rec == nil {
-			return fmt.Errorf("%w: %s/%s", ErrNotFound, typ, id)
 		}
 		q.drop(tx, typ, id, rec)
 		return nil
@@ -34,12 +31,9 @@ func (q *Queue) Cancel(ctx context.Context, tr kv.Transactor, typ, id string) er
 		return err
 	}
 	return tr.Transact(ctx, func(tx kv.Tx) error {
-		rec, err := q.load(tx, typ, id)
+		rec, err := q.loadExisting(tx, typ, id)
 		if err != nil {
 			return err
-		}
-		if rec == nil {
-			return fmt.Errorf("%w: %s/%s", ErrNotFound, typ, id)
 		}
 		if rec.State == Finished {
 			return fmt.Errorf("%w: %s/%s is already finished (%s)", ErrWrongState, typ, id, rec.Outcome)
@@ -61,12 +55,9 @@ func (q *Queue) Requeue(ctx context.Context, tr kv.Transactor, typ, id string) e
 		return err
 	}
 	return tr.Transact(ctx, func(tx kv.Tx) error {
-		rec, err := q.load(tx, typ, id)
+		rec, err := q.loadExisting(tx, typ, id)
 		if err != nil {
 			return err
-		}
-		if rec == nil {
-			return fmt.Errorf("%w: %s/%s", ErrNotFound, typ, id)
 		}
 		if rec.State != Finished || rec.Outcome == Succeeded {
 			return fmt.Errorf("%w: only failed or canceled jobs can be requeued; %s/%s is %s", ErrWrongState, typ, id, describe(rec))
@@ -104,4 +95,13 @@ func checkJobRef(typ, id string) error {
 		return err
 	}
 	return checkName("job id", id)
+}
+
+// loadExisting is load for a job that must exist: ErrNotFound otherwise.
+func (q *Queue) loadExisting(tx kv.ReadTx, typ, id string) (*record, error) {
+	rec, err := q.load(tx, typ, id)
+	if err == nil && rec == nil {
+		err = fmt.Errorf("%w: %s/%s", ErrNotFound, typ, id)
+	}
+	return rec, err
 }

@@ -15,12 +15,9 @@ func (q *Queue) Get(ctx context.Context, tr kv.ReadTransactor, typ, id string) (
 		return nil, err
 	}
 	return kv.ReadTransact(ctx, tr, func(tx kv.ReadTx) (*Job, error) {
-		rec, err := q.load(tx, typ, id)
+		rec, err := q.loadExisting(tx, typ, id)
 		if err != nil {
 			return nil, err
-		}
-		if rec == nil {
-			return nil, fmt.Errorf("%w: %s/%s", ErrNotFound, typ, id)
 		}
 		return rec.job(typ, id), nil
 	})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobstage/jobstage/kv"
+	"github.com/jobstage/jobstage/kv/tuple"
 )
 
 // MonitorOptions configure a Monitor.
@@ -178,84 +179,61 @@ func (m *Monitor) shrinkForRetry() int {
 // (counting the attempt), or failed when out of attempts.
 func (m *Monitor) recycle(ctx context.Context, typ string, s TypeSettings, st *SweepStats) error {
 	q := m.q
-	sub := q.k.activeType(typ)
-	for {
-		now := q.nowMs()
-		n := m.batchSize()
-		var recycled, failed int
-		more := false
-		attempts := 0
-		err := q.db.Transact(ctx, func(tx kv.Tx) error {
-			if attempts++; attempts > 1 {
-				n = m.shrinkForRetry()
+	counts, err := m.sweepIndex(ctx, typ, q.k.activeType(typ), func() int64 { return q.nowMs() - 1 }, Running,
+		func(r *record) int64 { return r.ExpiresAt },
+		func(tx kv.Tx, id string, rec *record) (string, error) {
+			next := *rec
+			next.Error = "activity timeout: no heartbeat for " + s.ActivityTimeout.String()
+			next.LastLock = rec.Lock + ":recycle"
+			q.retryOrFail(&next, s)
+			if err := q.put(tx, typ, id, rec, &next); err != nil {
+				return "", err
 			}
-			recycled, failed = 0, 0
-			kvs, err := tx.Snapshot().GetRange(rangeUpTo(sub, now-1), kv.RangeOptions{Limit: n})
-			if err != nil {
-				return err
-			}
-			more = len(kvs) == n
-			for _, e := range kvs {
-				t, err := sub.Unpack(e.Key)
-				if err != nil {
-					return err
-				}
-				id, _ := t[1].(string)
-				exp, _ := t[0].(int64)
-				tx.AddReadConflictKey(e.Key)
-				rec, err := q.load(tx, typ, id)
-				if err != nil {
-					return err
-				}
-				if rec == nil || rec.State != Running || rec.ExpiresAt != exp {
-					continue
-				}
-				next := *rec
-				next.Error = "activity timeout: no heartbeat for " + s.ActivityTimeout.String()
-				next.LastLock = rec.Lock + ":recycle"
-				q.retryOrFail(&next, s)
-				if err := q.put(tx, typ, id, rec, &next); err != nil {
-					return err
-				}
-				if next.State == Finished {
-					failed++
-				} else {
-					recycled++
-				}
-			}
-			return nil
+			return string(next.State), nil
 		})
-		m.adapt(err == nil)
-		if err != nil {
-			if n > 1 && errors.Is(err, kv.ErrTransactionTooLarge) {
-				continue // smaller batch next time round
-			}
-			return err
-		}
-		st.Recycled += recycled + failed
-		st.Failed += failed
-		if !more {
-			return nil
-		}
-	}
+	st.Recycled += counts[string(Pending)] + counts[string(Finished)]
+	st.Failed += counts[string(Finished)]
+	return err
 }
 
 // expire removes finished jobs older than the retention.
 func (m *Monitor) expire(ctx context.Context, typ string, retention time.Duration, st *SweepStats) error {
 	q := m.q
-	sub := q.k.finishedType(typ)
+	counts, err := m.sweepIndex(ctx, typ, q.k.finishedType(typ), func() int64 { return q.nowMs() - retention.Milliseconds() }, Finished,
+		func(r *record) int64 { return r.FinishedAt },
+		func(tx kv.Tx, id string, rec *record) (string, error) {
+			q.drop(tx, typ, id, rec)
+			return "removed", nil
+		})
+	st.Expired += counts["removed"]
+	return err
+}
+
+// sweepIndex works through the entries (time_ms, id) of one of a type's
+// time-ordered indexes, up to upTo(), in batches of the AIMD size, one
+// transaction each. For every entry whose job is still in state with the
+// same time (stamp), act changes the job and names what it did; sweepIndex
+// returns how often each name came up in batches that committed.
+//
+// Entries are read without conflicts; each one acted on gets a read
+// conflict, so monitors in several processes conflict only on the jobs
+// both took, and the retry finds them done.
+func (m *Monitor) sweepIndex(ctx context.Context, typ string, sub tuple.Subspace, upTo func() int64, state State,
+	stamp func(*record) int64, act func(tx kv.Tx, id string, rec *record) (string, error)) (map[string]int, error) {
+	q := m.q
+	total := map[string]int{}
 	for {
-		cut := q.nowMs() - retention.Milliseconds()
+		limit := upTo()
 		n := m.batchSize()
-		var removed int
 		more := false
 		attempts := 0
+		var counts map[string]int
 		err := q.db.Transact(ctx, func(tx kv.Tx) error {
 			if attempts++; attempts > 1 {
 				n = m.shrinkForRetry()
 			}
-			removed = 0
-			kvs, err := tx.Snapshot().GetRange(rangeUpTo(sub, cut), kv.RangeOptions{Limit: n})
+			counts = map[string]int{}
+			kvs, err := tx.Snapshot().GetRange(rangeUpTo(sub, limit), kv.RangeOptions{Limit: n})
 			if err != nil {
 				return err
 			}
@@ -265,31 +243,36 @@ func (m *Monitor) expire(ctx context.Context, typ string, retention time.Duratio
 				if err != nil {
 					return err
 				}
+				at, _ := t[0].(int64)
 				id, _ := t[1].(string)
-				fin, _ := t[0].(int64)
 				tx.AddReadConflictKey(e.Key)
 				rec, err := q.load(tx, typ, id)
 				if err != nil {
 					return err
 				}
-				if rec == nil || rec.State != Finished || rec.FinishedAt != fin {
+				if rec == nil || rec.State != state || stamp(rec) != at {
 					continue
 				}
-				q.drop(tx, typ, id, rec)
-				removed++
+				what, err := act(tx, id, rec)
+				if err != nil {
+					return err
+				}
+				counts[what]++
 			}
 			return nil
 		})
 		m.adapt(err == nil)
 		if err != nil {
 			if n > 1 && errors.Is(err, kv.ErrTransactionTooLarge) {
-				continue
+				continue // a smaller batch next time round
 			}
-			return err
+			return total, err
 		}
-		st.Expired += removed
+		for k, v := range counts {
+			total[k] += v
+		}
 		if !more {
-			return nil
+			return total, nil
 		}
 	}
 }
