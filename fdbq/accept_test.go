@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,6 +44,29 @@ type commitHookBackend struct {
 	kv.Backend
 	mu     sync.Mutex
 	commit func(tx kv.Transaction) error // nil: commit normally
+	hits   atomic.Int64                  // commits unknownOnce reported unknown
+}
+
+// unknownOnce makes the next commit apply, then run between (if not nil:
+// other clients move on meanwhile), then report commit_unknown_result, so
+// the retry loop runs the function again against its own committed
+// writes. Once only.
+func (b *commitHookBackend) unknownOnce(between func()) {
+	var once atomic.Bool
+	b.setCommit(func(tx kv.Transaction) error {
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+		if !once.CompareAndSwap(false, true) {
+			return nil
+		}
+		b.setCommit(nil)
+		if between != nil {
+			between()
+		}
+		b.hits.Add(1)
+		return kv.ErrCommitUnknownResult.WithDetail("test: the commit applied")
+	})
 }
 
 func (b *commitHookBackend) setCommit(f func(tx kv.Transaction) error) {

@@ -372,50 +372,6 @@ func TestConcurrentAcceptFinishFaults(t *testing.T) {
 	}
 }
 
-// unknownBetween is a backend whose next commit, once armed, applies, then
-// lets other clients run (between), then reports commit_unknown_result, so
-// the retry loop runs the function again after the world moved on: what
-// happens when the retry's backoff lets other workers commit first.
-type unknownBetween struct {
-	kv.Backend
-	mu      sync.Mutex
-	between func()
-}
-
-func (b *unknownBetween) arm(between func()) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.between = between
-}
-
-func (b *unknownBetween) Begin(ctx context.Context) (kv.Transaction, error) {
-	tx, err := b.Backend.Begin(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return &unknownBetweenTx{Transaction: tx, b: b}, nil
-}
-
-type unknownBetweenTx struct {
-	kv.Transaction
-	b *unknownBetween
-}
-
-func (t *unknownBetweenTx) Commit() error {
-	if err := t.Transaction.Commit(); err != nil {
-		return err
-	}
-	t.b.mu.Lock()
-	between := t.b.between
-	t.b.between = nil
-	t.b.mu.Unlock()
-	if between == nil {
-		return nil
-	}
-	between()
-	return kv.ErrCommitUnknownResult.WithDetail("test: the commit applied")
-}
-
 // TestAddRetryAfterOthersMovedOn: an Add whose commit applied but reported
 // commit_unknown_result is retried; if a worker accepted (or accepted and
 // finished) the job in between, the retry must not resubmit or re-add it,
@@ -427,7 +383,7 @@ func TestAddRetryAfterOthersMovedOn(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b := &unknownBetween{Backend: st}
+			b := &commitHookBackend{Backend: st}
 			db := kv.NewDB(b, kv.Options{})
 			t.Cleanup(func() { db.Close() })
 			ctx := context.Background()
@@ -452,7 +408,7 @@ func TestAddRetryAfterOthersMovedOn(t *testing.T) {
 			// A caller's id, then one Add makes before its transaction.
 			for _, id := range []string{"caller-id", ""} {
 				lease = nil
-				b.arm(hook)
+				b.unknownOnce(hook)
 				if _, err := q.Add(ctx, db, fdbq.NewJob{Type: concType, ID: id}); err != nil {
 					t.Fatal(err)
 				}

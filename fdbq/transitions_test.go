@@ -7,7 +7,6 @@ import (
 	"errors"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -1040,45 +1039,12 @@ func TestTransitionWorkerWritesDroppedWithStaleLock(t *testing.T) {
 
 // --- commit_unknown_result (doc.go: idempotence) ---
 
-// trUnknownOnce is a backend whose next commit, once armed, applies and then
-// reports commit_unknown_result, so the retry loop runs the function again
-// against its own committed writes.
-type trUnknownOnce struct {
-	kv.Backend
-	armed atomic.Bool
-	hits  atomic.Int64
-}
-
-func (b *trUnknownOnce) Begin(ctx context.Context) (kv.Transaction, error) {
-	tx, err := b.Backend.Begin(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return &trUnknownTx{Transaction: tx, b: b}, nil
-}
-
-type trUnknownTx struct {
-	kv.Transaction
-	b *trUnknownOnce
-}
-
-func (t *trUnknownTx) Commit() error {
-	if err := t.Transaction.Commit(); err != nil {
-		return err
-	}
-	if t.b.armed.CompareAndSwap(true, false) {
-		t.b.hits.Add(1)
-		return kv.ErrCommitUnknownResult.WithDetail("test: the commit applied")
-	}
-	return nil
-}
-
-func newTrUnknownXQ(t *testing.T) (*trQ, *trUnknownOnce) {
+func newTrUnknownXQ(t *testing.T) (*trQ, *commitHookBackend) {
 	st, err := embedded.Open("", embedded.Options{InMemory: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &trUnknownOnce{Backend: st}
+	b := &commitHookBackend{Backend: st}
 	db := kv.NewDB(b, kv.Options{})
 	t.Cleanup(func() { db.Close() })
 	c := newClock()
@@ -1090,10 +1056,10 @@ func newTrUnknownXQ(t *testing.T) (*trQ, *trUnknownOnce) {
 }
 
 func TestTransitionCommitUnknownResult(t *testing.T) {
-	armed := func(t *testing.T, b *trUnknownOnce, what string, f func() error) {
+	armed := func(t *testing.T, b *commitHookBackend, what string, f func() error) {
 		t.Helper()
 		n := b.hits.Load()
-		b.armed.Store(true)
+		b.unknownOnce(nil)
 		trMust(t, what+" under commit_unknown_result", f())
 		if b.hits.Load() != n+1 {
 			t.Fatalf("%s: no commit_unknown_result was injected", what)
