@@ -167,7 +167,17 @@ func (q *Queue) acceptTx(tx kv.Tx, typ string, o AcceptOptions, lock string, cla
 	ids := make([]string, 0, len(cands))
 	for _, c := range cands {
 		tx.AddReadConflictKey(c.key)
-		rec, err := q.load(tx, typ, c.id)
+		var rec *record
+		var err error
+		if len(c.record) > 0 {
+			// The entry's copy is the record as of this snapshot (both are
+			// written together); a read conflict on the record key makes
+			// any later change to it fail this commit, as reading it would.
+			tx.AddReadConflictKey(q.k.job(typ, c.id))
+			rec, err = decodeRecord(c.record, typ, c.id)
+		} else {
+			rec, err = q.load(tx, typ, c.id)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -248,6 +258,7 @@ type candidate struct {
 	priority int
 	sched    int64
 	id       string
+	record   []byte // the record's copy in the entry; empty if not copied
 }
 
 func sortCandidates(c []candidate) {
@@ -298,7 +309,7 @@ func (q *Queue) dueWindow(snap kv.ReadTx, typ string, maxSched int64, window int
 				}
 				s, _ := et[0].(int64)
 				id, _ := et[1].(string)
-				out = append(out, candidate{key: e.Key, priority: int(-neg), sched: s, id: id})
+				out = append(out, candidate{key: e.Key, priority: int(-neg), sched: s, id: id, record: e.Value})
 			}
 			// The band's first entry past the window, if not due, sets the
 			// timer; reading it costs one more key.

@@ -38,7 +38,9 @@
 //	                                      progress, priority, attempts, max attempts, retry policy
 //	                                      override, lock, last lock exit, last add, resubmit flag and time,
 //	                                      added/scheduled/started/heartbeat/finished/expires times)
-//	(P, 2, type, -priority, sched_ms, id) ""   pending index: highest priority first, then earliest
+//	(P, 2, type, -priority, sched_ms, id) pending index: highest priority first, then earliest;
+//	                                      the value is a copy of the job record when it is at most
+//	                                      2 KB (else empty), so Accept reads no record separately
 //	(P, 3, type)                          int64 LE, atomic add: bumped when a job becomes pending or
 //	                                      the type's settings change; acceptors watch it
 //	(P, 4, type)                          int64 LE, atomic add: bumped by every change to a job of

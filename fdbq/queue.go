@@ -80,6 +80,10 @@ func (q *Queue) load(tx kv.ReadTx, typ, id string) (*record, error) {
 	return decodeRecord(b, typ, id)
 }
 
+// maxInlineRecord bounds the records copied into their pending entries: a
+// larger one would make Accept's window scan read more than it saves.
+const maxInlineRecord = 2048
+
 // put writes rec as the new state of the job, replacing old (nil: a new
 // job), and keeps every index and counter in step. All state changes go
 // through put and drop, so the indexes can never disagree with the
@@ -94,7 +98,13 @@ func (q *Queue) put(tx kv.Tx, typ, id string, old, rec *record) error {
 	}
 	switch rec.State {
 	case Pending:
-		tx.Set(q.k.pending(typ, rec.Priority, rec.ScheduledAt, id), nil)
+		// A small record rides along in its pending entry, so that Accept,
+		// which reads the entries anyway, need not read the record too.
+		var copyOf []byte
+		if len(b) <= maxInlineRecord {
+			copyOf = b
+		}
+		tx.Set(q.k.pending(typ, rec.Priority, rec.ScheduledAt, id), copyOf)
 		tx.Add(q.k.watch(typ), 1)
 	case Running:
 		tx.Set(q.k.active(typ, rec.ExpiresAt, id), nil)
