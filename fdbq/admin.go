@@ -10,14 +10,7 @@ import (
 // Remove deletes a job in any state. A running job's worker gets ErrHalt
 // at its next heartbeat or finish; subscribers learn ErrNotFound.
 func (q *Queue) Remove(ctx context.Context, tr kv.Transactor, typ, id string) error {
-	if err := checkJobRef(typ, id); err != nil {
-		return err
-	}
-	return tr.Transact(ctx, func(tx kv.Tx) error {
-		rec, err := q.loadExisting(tx, typ, id)
-		if err != nil {
-			return err
-		}
+	return q.withJob(ctx, tr, typ, id, func(tx kv.Tx, rec *record) error {
 		q.drop(tx, typ, id, rec)
 		return nil
 	})
@@ -27,14 +20,7 @@ func (q *Queue) Remove(ctx context.Context, tr kv.Transactor, typ, id string) er
 // job's lock is gone at once: its worker gets ErrHalt at its next heartbeat
 // or finish. Canceling a finished job fails with ErrWrongState.
 func (q *Queue) Cancel(ctx context.Context, tr kv.Transactor, typ, id string) error {
-	if err := checkJobRef(typ, id); err != nil {
-		return err
-	}
-	return tr.Transact(ctx, func(tx kv.Tx) error {
-		rec, err := q.loadExisting(tx, typ, id)
-		if err != nil {
-			return err
-		}
+	return q.withJob(ctx, tr, typ, id, func(tx kv.Tx, rec *record) error {
 		if rec.State == Finished {
 			return fmt.Errorf("%w: %s/%s is already finished (%s)", ErrWrongState, typ, id, rec.Outcome)
 		}
@@ -51,14 +37,7 @@ func (q *Queue) Cancel(ctx context.Context, tr kv.Transactor, typ, id string) er
 // with its attempts reset (EctoJob's requeue). Other states fail with
 // ErrWrongState.
 func (q *Queue) Requeue(ctx context.Context, tr kv.Transactor, typ, id string) error {
-	if err := checkJobRef(typ, id); err != nil {
-		return err
-	}
-	return tr.Transact(ctx, func(tx kv.Tx) error {
-		rec, err := q.loadExisting(tx, typ, id)
-		if err != nil {
-			return err
-		}
+	return q.withJob(ctx, tr, typ, id, func(tx kv.Tx, rec *record) error {
 		if rec.State != Finished || rec.Outcome == Succeeded {
 			return fmt.Errorf("%w: only failed or canceled jobs can be requeued; %s/%s is %s", ErrWrongState, typ, id, describe(rec))
 		}
@@ -104,4 +83,19 @@ func (q *Queue) loadExisting(tx kv.ReadTx, typ, id string) (*record, error) {
 		err = fmt.Errorf("%w: %s/%s", ErrNotFound, typ, id)
 	}
 	return rec, err
+}
+
+// withJob runs fn in a transaction on tr with the job's record, after
+// checking the type name and id; a missing job is ErrNotFound.
+func (q *Queue) withJob(ctx context.Context, tr kv.Transactor, typ, id string, fn func(tx kv.Tx, rec *record) error) error {
+	if err := checkJobRef(typ, id); err != nil {
+		return err
+	}
+	return tr.Transact(ctx, func(tx kv.Tx) error {
+		rec, err := q.loadExisting(tx, typ, id)
+		if err != nil {
+			return err
+		}
+		return fn(tx, rec)
+	})
 }

@@ -8,13 +8,6 @@ import (
 	"github.com/jobstage/jobstage/kv"
 )
 
-// TypeDef declares a job type for Module to register at start. Provide
-// them into the value group "jobstage.types", e.g. with DeclareType.
-type TypeDef struct {
-	Name     string
-	Settings TypeSettings
-}
-
 // DeclareType is an fx option that registers a job type at start.
 func DeclareType(name string, s TypeSettings) fx.Option {
 	return fx.Supply(fx.Annotate(TypeDef{Name: name, Settings: s}, fx.ResultTags(`group:"jobstage.types"`)))

@@ -124,7 +124,8 @@ func (m *Monitor) loop(ctx context.Context, done chan struct{}) {
 // Sweep runs one sweep over every type now.
 func (m *Monitor) Sweep(ctx context.Context) (SweepStats, error) {
 	var st SweepStats
-	types, err := m.q.Types(ctx, m.q.db)
+	// Settings only: the per-state counts Types adds are not needed here.
+	types, err := kv.ReadTransact(ctx, m.q.db, m.q.registry)
 	if err != nil {
 		return st, err
 	}

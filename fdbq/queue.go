@@ -208,23 +208,13 @@ func (q *Queue) typeInfo(tx kv.ReadTx, name string, s TypeSettings) (*TypeInfo, 
 // Types lists the registered types with their counts.
 func (q *Queue) Types(ctx context.Context, tr kv.ReadTransactor) ([]*TypeInfo, error) {
 	return kv.ReadTransact(ctx, tr, func(tx kv.ReadTx) ([]*TypeInfo, error) {
-		sub := q.k.types()
-		kvs, err := tx.GetRange(sub.Range(), kv.RangeOptions{})
+		defs, err := q.registry(tx)
 		if err != nil {
 			return nil, err
 		}
-		var out []*TypeInfo
-		for _, e := range kvs {
-			t, err := sub.Unpack(e.Key)
-			if err != nil {
-				return nil, err
-			}
-			name, _ := t[0].(string)
-			s, err := decodeSettings(e.Value, name)
-			if err != nil {
-				return nil, err
-			}
-			info, err := q.typeInfo(tx, name, s)
+		out := make([]*TypeInfo, 0, len(defs))
+		for _, d := range defs {
+			info, err := q.typeInfo(tx, d.Name, d.Settings)
 			if err != nil {
 				return nil, err
 			}
@@ -232,6 +222,29 @@ func (q *Queue) Types(ctx context.Context, tr kv.ReadTransactor) ([]*TypeInfo, e
 		}
 		return out, nil
 	})
+}
+
+// registry reads every registered type and its settings.
+func (q *Queue) registry(tx kv.ReadTx) ([]TypeDef, error) {
+	sub := q.k.types()
+	kvs, err := tx.GetRange(sub.Range(), kv.RangeOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]TypeDef, 0, len(kvs))
+	for _, e := range kvs {
+		t, err := sub.Unpack(e.Key)
+		if err != nil {
+			return nil, err
+		}
+		name, _ := t[0].(string)
+		s, err := decodeSettings(e.Value, name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, TypeDef{Name: name, Settings: s})
+	}
+	return out, nil
 }
 
 // Pause stops acceptance of a type's jobs; adds still work.

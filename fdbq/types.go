@@ -121,6 +121,13 @@ func decodeSettings(b []byte, name string) (TypeSettings, error) {
 	return s, nil
 }
 
+// TypeDef is a job type and its settings, as registered. Module registers
+// the ones provided into the fx value group "jobstage.types" (DeclareType).
+type TypeDef struct {
+	Name     string
+	Settings TypeSettings
+}
+
 // TypeInfo is a registered type, its settings and its job counts.
 type TypeInfo struct {
 	Name     string
