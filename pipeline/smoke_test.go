@@ -5,12 +5,9 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/jobstage/jobstage/consumer"
 	"github.com/jobstage/jobstage/fdbq"
-	"github.com/jobstage/jobstage/kv"
-	"github.com/jobstage/jobstage/kv/embedded"
 	"github.com/jobstage/jobstage/pipeline"
 	"github.com/jobstage/jobstage/producer"
 )
@@ -19,29 +16,24 @@ type email struct {
 	To string `json:"to"`
 }
 
+// emailJobs returns n jobs of type "t" with ids 0..n-1 and a recipient each.
+func emailJobs(n int) []fdbq.NewJob {
+	jobs := make([]fdbq.NewJob, n)
+	for i := range jobs {
+		jobs[i] = fdbq.NewJob{Type: "t", ID: fmt.Sprint(i), Data: []byte(fmt.Sprintf(`{"to":"u%d"}`, i))}
+	}
+	return jobs
+}
+
+// TestPipelineSmoke runs 2,000 jobs through a pipeline on a durable store:
+// every job is handled, none is left running.
 func TestPipelineSmoke(t *testing.T) {
-	st, err := embedded.Open(t.TempDir(), embedded.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := kv.NewDB(st, kv.Options{})
-	defer db.Close()
-	q := fdbq.New(db, fdbq.Options{})
-	ctx := context.Background()
-	if err := q.SetType(ctx, db, "email", fdbq.DefaultTypeSettings()); err != nil {
-		t.Fatal(err)
-	}
+	e := newEnv(t, envOptions{dir: t.TempDir()})
 	const n = 2000
-	var jobs []fdbq.NewJob
-	for i := 0; i < n; i++ {
-		jobs = append(jobs, fdbq.NewJob{Type: "email", ID: fmt.Sprint(i), Data: []byte(fmt.Sprintf(`{"to":"u%d"}`, i))})
-	}
-	if _, err := q.AddBatch(ctx, db, jobs); err != nil {
-		t.Fatal(err)
-	}
+	e.add(t, emailJobs(n)...)
 	var handled atomic.Int64
 	done := make(chan struct{})
-	c, err := consumer.New(func(ctx context.Context, j *consumer.Job[email]) (string, error) {
+	c := mustConsumer(t, func(ctx context.Context, j *consumer.Job[email]) (string, error) {
 		if j.Data.To == "" {
 			return "", fmt.Errorf("no recipient")
 		}
@@ -50,28 +42,12 @@ func TestPipelineSmoke(t *testing.T) {
 		}
 		return "sent to " + j.Data.To, nil
 	}, consumer.Options{Concurrency: 16})
-	if err != nil {
+	p := e.start(t, pipeline.From(e.producer(producer.Options{})).To(c))
+	recv(t, done, "every job handled")
+	if err := p.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	p, err := pipeline.From(producer.New(q, "email", producer.Options{})).To(c).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("handled %d of %d", handled.Load(), n)
-	}
-	if err := p.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
-	fin, _ := q.Count(ctx, db, "email", fdbq.Finished)
-	pend, _ := q.Count(ctx, db, "email", fdbq.Pending)
-	run, _ := q.Count(ctx, db, "email", fdbq.Running)
-	t.Logf("finished %d pending %d running %d; stats %+v", fin, pend, run, db.Stats().Commits.Load())
+	fin, pend, run := e.count(t, fdbq.Finished), e.count(t, fdbq.Pending), e.count(t, fdbq.Running)
 	if fin+pend != n || run != 0 {
 		t.Fatalf("finished %d pending %d running %d", fin, pend, run)
 	}

@@ -2,7 +2,6 @@ package pipeline_test
 
 import (
 	"context"
-	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,34 +10,20 @@ import (
 
 	"github.com/jobstage/jobstage/consumer"
 	"github.com/jobstage/jobstage/fdbq"
-	"github.com/jobstage/jobstage/kv"
-	"github.com/jobstage/jobstage/kv/embedded"
 	"github.com/jobstage/jobstage/pipeline"
 	"github.com/jobstage/jobstage/producer"
 )
 
+// TestGoStreamsSourceFlowSink runs jobs from a producer as a go-streams
+// Source, through a go-streams Map and Batch, into a consumer as a Sink:
+// every job finishes, and the sink keeps the consumer's concurrency.
 func TestGoStreamsSourceFlowSink(t *testing.T) {
-	st, err := embedded.Open("", embedded.Options{InMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := kv.NewDB(st, kv.Options{})
-	defer db.Close()
-	q := fdbq.New(db, fdbq.Options{})
+	e := newEnv(t, envOptions{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := q.SetType(ctx, db, "email", fdbq.DefaultTypeSettings()); err != nil {
-		t.Fatal(err)
-	}
 	const n = 200
-	var jobs []fdbq.NewJob
-	for i := 0; i < n; i++ {
-		jobs = append(jobs, fdbq.NewJob{Type: "email", ID: fmt.Sprint(i), Data: []byte(fmt.Sprintf(`{"to":"u%d"}`, i))})
-	}
-	if _, err := q.AddBatch(ctx, db, jobs); err != nil {
-		t.Fatal(err)
-	}
-	src, err := pipeline.NewSource(ctx, producer.New(q, "email", producer.Options{}), 8)
+	e.add(t, emailJobs(n)...)
+	src, err := pipeline.NewSource(ctx, e.producer(producer.Options{}), 8)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +53,7 @@ func TestGoStreamsSourceFlowSink(t *testing.T) {
 	sink.AwaitCompletion()
 	// Every handler acknowledged before the sink completed, and an
 	// acknowledgement commits the outcome.
-	if fin, _ := q.Count(ctx, db, "email", fdbq.Finished); fin != n {
+	if fin, _ := e.q.Count(ctx, e.db, "t", fdbq.Finished); fin != n {
 		t.Fatalf("finished %d of %d", fin, n)
 	}
 	if maxInFlight.Load() > 4 {
