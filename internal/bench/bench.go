@@ -58,7 +58,7 @@ type Options struct {
 
 // Result is what a run measured.
 type Result struct {
-	Concurrency int `json:"concurrency"`
+	Concurrency int  `json:"concurrency"`
 	BatchFinish bool `json:"batch_finish"`
 
 	Jobs               int     `json:"jobs"`
