@@ -1,0 +1,264 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/kv/tuple"
+)
+
+// Config is a jobstage deployment: where jobs are stored, the job types,
+// the pipelines that work them, the HTTP API, metrics and logging. Parse
+// and Load return it with defaults applied, environment overrides taken
+// and secrets resolved.
+type Config struct {
+	Store     Store               `yaml:"store"`
+	Types     map[string]Type     `yaml:"types"`     // key: job type name
+	Pipelines map[string]Pipeline `yaml:"pipelines"` // key: pipeline name
+	HTTP      HTTP                `yaml:"http"`
+	Metrics   Metrics             `yaml:"metrics"`
+	Logging   Logging             `yaml:"logging"`
+}
+
+// Backends of Store.
+const (
+	BackendEmbedded = "embedded"
+	BackendFDB      = "fdb"
+)
+
+// Store says where jobs are kept.
+type Store struct {
+	// Backend is BackendEmbedded (the default) or BackendFDB.
+	Backend string `yaml:"backend"`
+	// Path is the embedded store's directory; default DefaultStorePath.
+	Path string `yaml:"path"`
+	// ClusterFile is FoundationDB's cluster file; empty: the client's
+	// default.
+	ClusterFile string `yaml:"cluster_file"`
+	// Prefix is the first element of every key jobstage writes, so that
+	// several deployments can share one store; default DefaultPrefix.
+	Prefix string `yaml:"prefix"`
+}
+
+// KeyPrefix returns the tuple-encoded key prefix for fdbq.Options.Prefix;
+// with the default Prefix it equals fdbq.DefaultPrefix.
+func (s Store) KeyPrefix() []byte {
+	return tuple.Tuple{s.Prefix}.MustPack()
+}
+
+// Type is a job type's settings.
+type Type struct {
+	// ActivityTimeout: a running job whose worker has not heartbeated for
+	// this long is taken back and retried.
+	ActivityTimeout time.Duration `yaml:"activity_timeout"`
+	Retry           Retry         `yaml:"retry"`
+	// Retention is how long finished jobs are kept; 0 keeps them forever.
+	Retention time.Duration `yaml:"retention"`
+	// Paused types are not accepted by workers; adds still work.
+	Paused bool `yaml:"paused"`
+}
+
+// Settings returns t as the jobs layer's settings.
+func (t Type) Settings() fdbq.TypeSettings {
+	return fdbq.TypeSettings{
+		ActivityTimeout: t.ActivityTimeout,
+		Retry:           t.Retry.Policy(),
+		Paused:          t.Paused,
+		Retention:       t.Retention,
+	}
+}
+
+// Retry is a type's retry policy.
+type Retry struct {
+	// MaxAttempts is how many attempts a job gets in all; 1: no retries.
+	MaxAttempts int `yaml:"max_attempts"`
+	// Backoff is one of fdbq's backoffs: exponential, linear or constant.
+	Backoff string `yaml:"backoff"`
+	// Base is the first delay; Max caps one delay (0: no cap).
+	Base time.Duration `yaml:"base"`
+	Max  time.Duration `yaml:"max"`
+}
+
+// Policy returns r as the jobs layer's retry policy.
+func (r Retry) Policy() fdbq.RetryPolicy {
+	return fdbq.RetryPolicy{MaxAttempts: r.MaxAttempts, Backoff: fdbq.Backoff(r.Backoff), Base: r.Base, Max: r.Max}
+}
+
+// Pipeline works one job type with one handler.
+type Pipeline struct {
+	// Type is the job type worked; it must be declared under types.
+	Type string `yaml:"type"`
+	// Concurrency bounds the handlers running at once.
+	Concurrency int `yaml:"concurrency"`
+	// MaxDemand is how many jobs the pipeline asks for up front; MinDemand
+	// the level at which it asks again (consumer.Options).
+	MaxDemand int `yaml:"max_demand"`
+	MinDemand int `yaml:"min_demand"`
+	// Timeout bounds one attempt; 0: none.
+	Timeout time.Duration `yaml:"timeout"`
+	Handler Handler       `yaml:"handler"`
+}
+
+// Handler is a pipeline's built-in handler; exactly one field is set.
+type Handler struct {
+	Exec *ExecHandler `yaml:"exec"`
+	HTTP *HTTPHandler `yaml:"http"`
+}
+
+// ExecHandler runs a command per job: the job's data as JSON on stdin,
+// its id, type and attempt in the environment; exit status 0 succeeds with
+// stdout as the result, anything else fails with the tail of stderr.
+type ExecHandler struct {
+	// Command is the argv; it is run directly, never through a shell.
+	Command []string `yaml:"command"`
+	// Dir is the working directory; empty: jobstage's own.
+	Dir string `yaml:"dir"`
+	// Env is added to the command's environment.
+	Env map[string]string `yaml:"env"`
+	// MaxOutput bounds the bytes of stdout kept as the result; default
+	// DefaultMaxOutput.
+	MaxOutput int `yaml:"max_output"`
+}
+
+// HTTPHandler POSTs each job as JSON to a URL: a 2xx status succeeds with
+// the body as the result, any other fails.
+type HTTPHandler struct {
+	URL     string            `yaml:"url"`
+	Headers map[string]string `yaml:"headers"`
+	// Timeout bounds one request; default DefaultHTTPTimeout.
+	Timeout time.Duration `yaml:"timeout"`
+}
+
+// HTTP configures the HTTP API.
+type HTTP struct {
+	// Listen is the address to listen on; default DefaultListen.
+	Listen string `yaml:"listen"`
+	// Tokens are the bearer tokens accepted. With none, the API serves
+	// only on a loopback address.
+	Tokens []Token `yaml:"tokens"`
+	TLS    TLS     `yaml:"tls"`
+	// MaxBodyBytes bounds request bodies; default DefaultMaxBodyBytes.
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+}
+
+// Roles of Token.
+const (
+	RoleAdmin    = "admin"
+	RoleProducer = "producer"
+	RoleWorker   = "worker"
+)
+
+// Token is a bearer token and the role it grants.
+type Token struct {
+	Name string `yaml:"name"`
+	// Role is RoleAdmin, RoleProducer or RoleWorker.
+	Role string `yaml:"role"`
+	// Value is the secret, read from ValueEnv or ValueFile; it is never
+	// written in the file itself.
+	Value string `yaml:"-"`
+	// ValueEnv names the environment variable that holds the secret.
+	ValueEnv string `yaml:"value_env"`
+	// ValueFile names the file that holds the secret (surrounding
+	// whitespace is dropped).
+	ValueFile string `yaml:"value_file"`
+}
+
+// TLS names the certificate and key files; both empty serves plain HTTP.
+type TLS struct {
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+}
+
+// Metrics configures the Prometheus endpoint.
+type Metrics struct {
+	// Path serves the metrics on the HTTP API's listener; default
+	// DefaultMetricsPath. An explicit empty string turns the endpoint off.
+	Path string `yaml:"path"`
+}
+
+// Logging configures the log/slog logger.
+type Logging struct {
+	// Level is debug, info (the default), warn or error.
+	Level string `yaml:"level"`
+	// Format is text (the default) or json.
+	Format string `yaml:"format"`
+}
+
+// Defaults that are not the jobs layer's (those are fdbq's Default*).
+const (
+	DefaultStorePath    = "./jobstage-data"
+	DefaultPrefix       = "jobstage"
+	DefaultListen       = "127.0.0.1:8080"
+	DefaultMaxBodyBytes = 1 << 20
+	DefaultMaxOutput    = 64 << 10
+	DefaultHTTPTimeout  = 30 * time.Second
+	DefaultMetricsPath  = "/metrics"
+)
+
+// ErrInvalid is wrapped by the error Load returns for a config with
+// problems.
+var ErrInvalid = errors.New("config: invalid")
+
+// Error is a config's problems, all of them.
+type Error struct {
+	Problems []Problem
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	if len(e.Problems) == 1 {
+		b.WriteString("config: ")
+		b.WriteString(e.Problems[0].String())
+		return b.String()
+	}
+	fmt.Fprintf(&b, "config: %d problems:", len(e.Problems))
+	for _, p := range e.Problems {
+		b.WriteString("\n\t")
+		b.WriteString(p.String())
+	}
+	return b.String()
+}
+
+// Unwrap returns ErrInvalid.
+func (e *Error) Unwrap() error { return ErrInvalid }
+
+// Load reads the config file at path with the process's environment:
+// defaults applied, environment overrides taken and secrets resolved. A
+// config with any problem is refused with an *Error that lists every one
+// (errors.Is(err, ErrInvalid)). Variables named like overrides that match
+// no key are problems too.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	c, probs := parse(path, data, os.LookupEnv, os.Environ())
+	if len(probs) > 0 {
+		return nil, &Error{Problems: probs}
+	}
+	return c, nil
+}
+
+// Lint returns every problem of the config file at path, read with the
+// process's environment as Load reads it; none means Load accepts it.
+func Lint(path string) []Problem {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return []Problem{{File: path, Message: err.Error()}}
+	}
+	_, probs := parse(path, data, os.LookupEnv, os.Environ())
+	return probs
+}
+
+// Parse parses a config from data, naming it name in problems, with env
+// looking up environment variables (os.LookupEnv in Load; nil: none are
+// set). It returns the config, or nil and every problem found, sorted by
+// position. Unlike Load it cannot list the environment, so it does not
+// report override variables that match no key.
+func Parse(name string, data []byte, env func(string) (string, bool)) (*Config, []Problem) {
+	return parse(name, data, env, nil)
+}

@@ -1,0 +1,323 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jobstage/jobstage/config"
+)
+
+// lintCases are bad configs and every problem each must give, exactly.
+// Each src starts at line 1 (no leading newline) so positions read off
+// the text.
+var lintCases = []struct {
+	name string
+	src  string
+	env  map[string]string
+	want []string
+}{
+	{
+		name: "yaml syntax",
+		src:  "store:\n  path: [x\n",
+		want: []string{"f.yaml:1: did not find expected ',' or ']'"},
+	},
+	{
+		name: "two documents",
+		src:  "store: {}\n---\nhttp: {}\n",
+		want: []string{"f.yaml:2:1: only one YAML document is allowed"},
+	},
+	{
+		name: "unknown keys",
+		src:  "stor: {}\ntypes:\n  t:\n    actvity_timeout: 1m\n    retry: {max_attempt: 2}\nwhatever: 1\n",
+		want: []string{
+			`f.yaml:1:1: stor: unknown key (did you mean "store"?)`,
+			`f.yaml:4:5: types.t.actvity_timeout: unknown key (did you mean "activity_timeout"?)`,
+			`f.yaml:5:13: types.t.retry.max_attempt: unknown key (did you mean "max_attempts"?)`,
+			`f.yaml:6:1: whatever: unknown key`,
+		},
+	},
+	{
+		name: "duplicate key",
+		src:  "http:\n  listen: 127.0.0.1:1\n  listen: 127.0.0.1:2\n",
+		want: []string{"f.yaml:3:3: http.listen: duplicate key (first at line 2)"},
+	},
+	{
+		name: "merge key",
+		src:  "base: &b {paused: true}\ntypes:\n  t:\n    <<: *b\n",
+		want: []string{
+			"f.yaml:1:1: base: unknown key",
+			"f.yaml:4:5: types.t.<<: merge keys (<<) are not supported; write the keys out",
+		},
+	},
+	{
+		name: "wrong types",
+		src:  "store: embedded\nhttp:\n  listen: {host: x}\n  max_body_bytes: lots\ntypes: [a, b]\nlogging:\n  level: [debug]\n",
+		want: []string{
+			`f.yaml:1:8: store: expected a mapping of keys, got "embedded"`,
+			"f.yaml:3:11: http.listen: expected a string, got a mapping",
+			`f.yaml:4:19: http.max_body_bytes: expected an integer, got "lots"`,
+			"f.yaml:5:8: types: expected a mapping of names, got a list",
+			"f.yaml:7:10: logging.level: expected a string, got a list",
+		},
+	},
+	{
+		name: "bad booleans and lists",
+		src:  "types:\n  t: {paused: yes}\npipelines:\n  p:\n    type: t\n    handler: {exec: {command: cat, env: [A]}}\n",
+		want: []string{
+			`f.yaml:2:15: types.t.paused: expected true or false, got "yes"`,
+			`f.yaml:6:31: pipelines.p.handler.exec.command: expected a list of strings, got "cat"`,
+			"f.yaml:6:41: pipelines.p.handler.exec.env: expected a mapping of names to strings, got a list",
+		},
+	},
+	{
+		name: "bad durations",
+		src:  "types:\n  t:\n    activity_timeout: 30\n    retention: -1h\n    retry: {base: soon}\n",
+		want: []string{
+			`f.yaml:3:23: types.t.activity_timeout: bad duration "30": use a number and a unit, such as 500ms, 30s, 5m or 1h30m`,
+			"f.yaml:4:16: types.t.retention: must not be negative, got -1h",
+			`f.yaml:5:19: types.t.retry.base: bad duration "soon": use a number and a unit, such as 500ms, 30s, 5m or 1h30m`,
+		},
+	},
+	{
+		name: "bad enums",
+		src:  "store: {backend: fbd}\ntypes:\n  t: {retry: {backoff: exponent}}\nlogging: {format: yaml}\n",
+		want: []string{
+			`f.yaml:1:18: store.backend: unknown value "fbd"; one of embedded, fdb (did you mean "fdb"?)`,
+			`f.yaml:3:24: types.t.retry.backoff: unknown value "exponent"; one of exponential, linear, constant (did you mean "exponential"?)`,
+			`f.yaml:4:19: logging.format: unknown value "yaml"; one of text, json`,
+		},
+	},
+	{
+		name: "type settings checked by fdbq",
+		src:  "types:\n  t:\n    activity_timeout: 10ms\n    retry:\n      max_attempts: 0\n",
+		want: []string{
+			"f.yaml:3:23: types.t.activity_timeout: activity timeout 10ms is below 100ms",
+			"f.yaml:5:21: types.t.retry.max_attempts: max_attempts 0 is below 1",
+		},
+	},
+	{
+		name: "type name too long",
+		src:  "types:\n  " + strings.Repeat("x", 257) + ": {}\n",
+		want: []string{"f.yaml:2:3: types." + strings.Repeat("x", 257) + ": type name is 257 bytes, more than 256"},
+	},
+	{
+		name: "pipeline types",
+		src:  "types:\n  resize: {}\n  email: {}\npipelines:\n  a: {type: resise, handler: {exec: {command: [cat]}}}\n  b:\n    handler: {exec: {command: [cat]}}\n",
+		want: []string{
+			`f.yaml:5:13: pipelines.a.type: unknown type "resise"; declared: email, resize (did you mean "resize"?)`,
+			"f.yaml:6:3: pipelines.b: missing type: name a type declared under types",
+		},
+	},
+	{
+		name: "pipeline with no types declared",
+		src:  "pipelines:\n  a: {type: resize, handler: {exec: {command: [cat]}}}\n",
+		want: []string{`f.yaml:2:13: pipelines.a.type: unknown type "resize": declare it under types`},
+	},
+	{
+		name: "handlers",
+		src: "types: {t: {}}\npipelines:\n" +
+			"  none: {type: t, handler: {}}\n" +
+			"  both: {type: t, handler: {exec: {command: [cat]}, http: {url: 'http://h/'}}}\n" +
+			"  absent: {type: t}\n",
+		want: []string{
+			"f.yaml:3:19: pipelines.none.handler: missing handler: set exec or http",
+			"f.yaml:4:19: pipelines.both.handler: set exactly one of exec and http, not both",
+			"f.yaml:5:3: pipelines.absent.handler: missing handler: set exec or http",
+		},
+	},
+	{
+		name: "exec handler",
+		src: "types: {t: {}}\npipelines:\n" +
+			"  a: {type: t, handler: {exec: {}}}\n" +
+			"  b: {type: t, handler: {exec: {command: ['', x], max_output: 0, env: {'A=B': x}}}}\n",
+		want: []string{
+			`f.yaml:3:26: pipelines.a.handler.exec.command: missing command: the program and its arguments, such as ["cat"]`,
+			"f.yaml:4:43: pipelines.b.handler.exec.command.0: empty program name",
+			"f.yaml:4:63: pipelines.b.handler.exec.max_output: must be at least 1, got 0",
+			`f.yaml:4:72: pipelines.b.handler.exec.env.A=B: bad environment variable name "A=B"`,
+		},
+	},
+	{
+		name: "http handler",
+		src: "types: {t: {}}\npipelines:\n" +
+			"  a: {type: t, handler: {http: {}}}\n" +
+			"  b: {type: t, handler: {http: {url: 'ftp://h/x'}}}\n" +
+			"  c: {type: t, handler: {http: {url: '/relative'}}}\n" +
+			"  d: {type: t, handler: {http: {url: 'http://h/', headers: {'Bad Name': x}, timeout: 1}}}\n",
+		want: []string{
+			"f.yaml:3:26: pipelines.a.handler.http.url: missing url",
+			`f.yaml:4:38: pipelines.b.handler.http.url: bad URL "ftp://h/x": the scheme must be http or https`,
+			`f.yaml:5:38: pipelines.c.handler.http.url: bad URL "/relative": the scheme must be http or https`,
+			`f.yaml:6:61: pipelines.d.handler.http.headers.Bad Name: bad header name "Bad Name"`,
+			`f.yaml:6:86: pipelines.d.handler.http.timeout: bad duration "1": use a number and a unit, such as 500ms, 30s, 5m or 1h30m`,
+		},
+	},
+	{
+		name: "demand",
+		src: "types: {t: {}}\npipelines:\n" +
+			"  a:\n    type: t\n    concurrency: 0\n    handler: {exec: {command: [cat]}}\n" +
+			"  b:\n    type: t\n    max_demand: 4\n    min_demand: 4\n    handler: {exec: {command: [cat]}}\n" +
+			"  c:\n    type: t\n    concurrency: 2\n    min_demand: 9\n    handler: {exec: {command: [cat]}}\n",
+		want: []string{
+			"f.yaml:5:18: pipelines.a.concurrency: must be at least 1, got 0",
+			"f.yaml:10:17: pipelines.b.min_demand: must be below max_demand (4), got 4",
+			"f.yaml:15:17: pipelines.c.min_demand: must be below max_demand (4, 2 × concurrency), got 9",
+		},
+	},
+	{
+		name: "listen",
+		src:  "http: {listen: 'localhost'}\n",
+		want: []string{`f.yaml:1:16: http.listen: bad address "localhost": use host:port, such as 127.0.0.1:8080`},
+	},
+	{
+		name: "no tokens off loopback",
+		src:  "http:\n  listen: :8080\n",
+		want: []string{"f.yaml:2:11: http.listen: listening on :8080 without tokens is refused: add http.tokens, or listen on a loopback address such as 127.0.0.1:8080"},
+	},
+	{
+		name: "tokens",
+		src: "http:\n  tokens:\n" +
+			"    - {name: a, role: admin, value: hunter2}\n" +
+			"    - {name: a, role: boss, value_env: UNSET_TOKEN}\n" +
+			"    - {role: worker, value_env: EMPTY_TOKEN, value_file: /x}\n" +
+			"    - {name: d, value_env: EMPTY_TOKEN}\n" +
+			"    - {name: e, role: worker, value_env: A_TOKEN}\n" +
+			"    - {name: f, role: worker, value_env: A_TOKEN}\n",
+		env: map[string]string{"EMPTY_TOKEN": "", "A_TOKEN": "same"},
+		want: []string{
+			"f.yaml:3:7: http.tokens.0: missing secret: set value_env (an environment variable) or value_file (a file)",
+			"f.yaml:3:30: http.tokens.0.value: inline secrets are not allowed; put the token in an environment variable (value_env) or a file (value_file)",
+			`f.yaml:4:14: http.tokens.1.name: duplicate token name "a" (also http.tokens.0)`,
+			`f.yaml:4:23: http.tokens.1.role: unknown value "boss"; one of admin, producer, worker`,
+			"f.yaml:4:40: http.tokens.1.value_env: environment variable UNSET_TOKEN is not set",
+			"f.yaml:5:7: http.tokens.2: missing name",
+			"f.yaml:5:7: http.tokens.2: set one of value_env and value_file, not both",
+			"f.yaml:6:7: http.tokens.3: missing role: one of admin, producer, worker",
+			"f.yaml:6:28: http.tokens.3.value_env: environment variable EMPTY_TOKEN is empty",
+			"f.yaml:8:7: http.tokens.5: same secret as http.tokens.4; each token needs its own",
+		},
+	},
+	{
+		name: "tls",
+		src:  "http:\n  tls: {cert_file: /nonexistent/cert.pem}\n",
+		want: []string{
+			"f.yaml:2:3: http.tls: missing key_file (cert_file is set)",
+			"f.yaml:2:20: http.tls.cert_file: cannot read: open /nonexistent/cert.pem: no such file or directory",
+		},
+	},
+	{
+		name: "store",
+		src:  "store:\n  path: ''\n  cluster_file: /etc/foundationdb/fdb.cluster\n  prefix: ''\n",
+		want: []string{
+			"f.yaml:2:9: store.path: empty; the embedded store needs a directory",
+			"f.yaml:3:17: store.cluster_file: applies only to backend fdb (backend is embedded)",
+			"f.yaml:4:11: store.prefix: must not be empty",
+		},
+	},
+	{
+		name: "fdb store with a path",
+		src:  "store:\n  backend: fdb\n  path: ./data\n",
+		want: []string{"f.yaml:3:9: store.path: applies only to backend embedded (backend is fdb)"},
+	},
+	{
+		name: "metrics path",
+		src:  "metrics: {path: metrics}\n",
+		want: []string{`f.yaml:1:17: metrics.path: "metrics" must start with /`},
+	},
+	{
+		name: "metrics path taken",
+		src:  "metrics: {path: /v1/metrics}\n",
+		want: []string{`f.yaml:1:17: metrics.path: "/v1/metrics" is taken by the HTTP API`},
+	},
+	{
+		name: "variables",
+		src:  "store: {path: '${DATA_DIR}/x'}\nhttp: {listen: '${PORT'}\nlogging: {level: '${1X}'}\n",
+		want: []string{
+			"f.yaml:1:15: store.path: environment variable DATA_DIR is not set (write ${DATA_DIR:-default} to give a default)",
+			"f.yaml:2:16: http.listen: unterminated ${ in value (write $${ for a literal ${)",
+			`f.yaml:3:18: logging.level: bad variable reference "${1X}" (use ${NAME} or ${NAME:-default})`,
+		},
+	},
+	{
+		name: "variable expanding to a bad value",
+		src:  "types:\n  t: {activity_timeout: '${TIMEOUT}'}\n",
+		env:  map[string]string{"TIMEOUT": "forever"},
+		want: []string{`f.yaml:2:25: types.t.activity_timeout: bad duration "forever": use a number and a unit, such as 500ms, 30s, 5m or 1h30m`},
+	},
+	{
+		name: "bad overrides",
+		src:  "types:\n  t: {}\n  a-b: {}\n  a_b: {}\nhttp:\n  listen: 127.0.0.1:1\n",
+		env: map[string]string{
+			"JOBSTAGE_TYPES__T__ACTIVITY_TIMEOUT": "5",
+			"JOBSTAGE_HTTP__LISTEN":               "127.0.0.1:99999",
+			"JOBSTAGE_LOGGING__LEVEL":             "verbose",
+			"JOBSTAGE_TYPES__A_B__PAUSED":         "true",
+		},
+		want: []string{
+			`f.yaml:2:3: types.t.activity_timeout: bad duration "5": use a number and a unit, such as 500ms, 30s, 5m or 1h30m (set by JOBSTAGE_TYPES__T__ACTIVITY_TIMEOUT)`,
+			"f.yaml:4:3: types.a_b.paused: JOBSTAGE_TYPES__A_B__PAUSED names both types.a-b.paused and types.a_b.paused; rename one of them",
+			`f.yaml:6:11: http.listen: bad address "127.0.0.1:99999": use host:port, such as 127.0.0.1:8080 (set by JOBSTAGE_HTTP__LISTEN)`,
+			`f.yaml: logging.level: unknown value "verbose"; one of debug, info, warn, error (set by JOBSTAGE_LOGGING__LEVEL)`,
+		},
+	},
+	{
+		name: "bad list override",
+		src:  "types: {t: {}}\npipelines:\n  p: {type: t, handler: {exec: {command: [cat]}}}\n",
+		env:  map[string]string{"JOBSTAGE_PIPELINES__P__HANDLER__EXEC__COMMAND": "cat -n"},
+		want: []string{`f.yaml:3:33: pipelines.p.handler.exec.command: JOBSTAGE_PIPELINES__P__HANDLER__EXEC__COMMAND: expected a YAML list of strings such as ["cat", "-n"], got "cat -n" (set by JOBSTAGE_PIPELINES__P__HANDLER__EXEC__COMMAND)`},
+	},
+}
+
+func TestLint(t *testing.T) {
+	for _, tc := range lintCases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, probs := config.Parse("f.yaml", []byte(tc.src), env(tc.env))
+			var got []string
+			for _, p := range probs {
+				got = append(got, p.String())
+			}
+			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+				t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+			if c != nil {
+				t.Errorf("Parse returned a config along with problems")
+			}
+		})
+	}
+}
+
+// TestLintFile: Lint reads the file and names it in each problem.
+func TestLintFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "jobstage.yaml")
+	if err := os.WriteFile(path, []byte("types:\n  t: {}\npipelines:\n  p: {type: tt}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	probs := config.Lint(path)
+	want := []config.Problem{
+		{File: path, Line: 4, Column: 3, Key: "pipelines.p.handler", Message: "missing handler: set exec or http"},
+		{File: path, Line: 4, Column: 13, Key: "pipelines.p.type", Message: `unknown type "tt"; declared: t (did you mean "t"?)`},
+	}
+	if len(probs) != len(want) {
+		t.Fatalf("problems = %v, want %v", probs, want)
+	}
+	for i := range want {
+		if probs[i] != want[i] {
+			t.Errorf("problem %d = %+v, want %+v", i, probs[i], want[i])
+		}
+	}
+}
+
+// TestAliasBomb: aliases do not make a small file expand: the decoder
+// never walks into unknown keys or into a list element that should have
+// been a string.
+func TestAliasBomb(t *testing.T) {
+	_, probs := config.Parse("f.yaml", []byte(aliasBomb), nil)
+	if len(probs) != 20 {
+		t.Fatalf("%d problems, want 9 unknown keys, 10 bad command elements and the missing type: %v", len(probs), probs)
+	}
+	if got, want := probs[9].String(), "f.yaml:8:4: pipelines.p.handler.exec.command.1: expected a string, got a list"; got != want {
+		t.Errorf("problem 9 = %s, want %s", got, want)
+	}
+}

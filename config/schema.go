@@ -1,0 +1,273 @@
+package config
+
+import (
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jobstage/jobstage/consumer"
+	"github.com/jobstage/jobstage/fdbq"
+)
+
+// kind is the shape of a key's value.
+type kind int
+
+const (
+	kindString    kind = iota
+	kindInt            // int or int64
+	kindBool           //
+	kindDuration       // Go duration string, never negative
+	kindStrings        // list of strings
+	kindStringMap      // map of string to string
+	kindObject         // struct
+	kindOptional       // pointer to struct: absent is nil
+	kindMap            // map of name to struct
+	kindList           // list of structs
+)
+
+// field is one key of the schema. The schema is the single description of
+// the file: decoding, defaults, environment overrides, lint and Docs all
+// walk it. Each field is bound at init to the Config struct field whose
+// yaml tag is its key, which gives it its kind.
+type field struct {
+	key string
+	doc string
+	// def is the default as YAML text, applied when the key is absent;
+	// defDoc, when set, is how Docs shows a default computed from other
+	// keys.
+	def    string
+	defDoc string
+	enum   []string
+	min    *int64
+	fields []*field // of an object, optional object, map or list element
+	// reject names keys that are not part of the schema but are common
+	// mistakes, with the message to give.
+	reject map[string]string
+
+	kind  kind
+	typ   reflect.Type
+	index []int
+}
+
+func leaf(key, doc string) *field { return &field{key: key, doc: doc} }
+
+func object(key, doc string, fields ...*field) *field {
+	return &field{key: key, doc: doc, fields: fields}
+}
+
+func (f *field) byDefault(def string) *field { f.def = def; return f }
+func (f *field) computed(doc string) *field  { f.defDoc = doc; return f }
+func (f *field) oneOf(v ...string) *field    { f.enum = v; return f }
+func (f *field) atLeast(n int64) *field      { f.min = &n; return f }
+func (f *field) rejecting(key, msg string) *field {
+	if f.reject == nil {
+		f.reject = map[string]string{}
+	}
+	f.reject[key] = msg
+	return f
+}
+
+func (f *field) child(key string) *field {
+	for _, c := range f.fields {
+		if c.key == key {
+			return c
+		}
+	}
+	return nil
+}
+
+// dur shows d as a default: 1h rather than 1h0m0s.
+func dur(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+func num(n int64) string { return strconv.FormatInt(n, 10) }
+
+var schema = object("", "",
+	object("store", "Where jobs are stored.",
+		leaf("backend", "The store: `embedded` (a directory on this machine, FoundationDB's transaction semantics) or `fdb` (a FoundationDB cluster; needs a binary built with `-tags fdb`).").
+			byDefault(BackendEmbedded).oneOf(BackendEmbedded, BackendFDB),
+		leaf("path", "Directory of the embedded store, relative to the working directory; created if missing. Only one process can open it.").
+			byDefault(DefaultStorePath),
+		leaf("cluster_file", "FoundationDB cluster file (backend `fdb` only); empty: the client's default (`/etc/foundationdb/fdb.cluster`)."),
+		leaf("prefix", "First element of every key jobstage writes, on either backend, so that several deployments can share one store.").
+			byDefault(DefaultPrefix),
+	),
+	object("types", "Job types, by name. A type must be declared here to be enqueued or worked; a type with no keys (`name: {}`) takes every default.",
+		leaf("activity_timeout", "A running job whose worker has not sent a heartbeat for this long is taken back by the activity monitor and retried. At least 100ms.").
+			byDefault(dur(fdbq.DefaultActivityTimeout)),
+		object("retry", "How often and when a failed job runs again.",
+			leaf("max_attempts", "Attempts a job gets in all; after the last one fails the job finishes as failed. 1: no retries.").
+				byDefault(num(fdbq.DefaultMaxAttempts)),
+			leaf("backoff", "How the delay before a retry grows with the attempt: `exponential` (base·2^(attempt−1), jittered), `linear` (base·attempt) or `constant` (base).").
+				byDefault(string(fdbq.Exponential)).oneOf(string(fdbq.Exponential), string(fdbq.Linear), string(fdbq.Constant)),
+			leaf("base", "The first delay.").byDefault(dur(fdbq.DefaultBackoffBase)),
+			leaf("max", "Cap on one delay; 0: none.").byDefault(dur(fdbq.DefaultBackoffMax)),
+		),
+		leaf("retention", "How long finished jobs are kept; 0 keeps them forever.").
+			byDefault(dur(fdbq.DefaultRetention)),
+		leaf("paused", "Paused types are not handed to workers; jobs can still be added and nothing is lost.").
+			byDefault("false"),
+	),
+	object("pipelines", "Pipelines, by name: each works one declared type with one built-in handler.",
+		leaf("type", "The job type worked; it must be declared under `types`. Required."),
+		leaf("concurrency", "Handlers running at once.").
+			byDefault(num(consumer.DefaultConcurrency)).atLeast(1),
+		leaf("max_demand", "Jobs the pipeline asks for up front; those beyond `concurrency` wait, already accepted, so that a handler finds its next job at once.").
+			computed("2 × concurrency").atLeast(1),
+		leaf("min_demand", "The level of outstanding demand at which the pipeline asks for more; below `max_demand`.").
+			computed("max_demand / 2").atLeast(0),
+		leaf("timeout", "Bound on one attempt; when it passes the handler is stopped (an exec command is killed) and the attempt fails. 0: none.").
+			byDefault("0s"),
+		object("handler", "What runs each job: exactly one of `exec` and `http`.",
+			object("exec", "Runs a command per job: the job's data as JSON on stdin; its id, type and attempt in the environment; exit status 0 succeeds with stdout as the result, anything else fails with the tail of stderr.",
+				leaf("command", "The command and its arguments, run directly, never through a shell. Required."),
+				leaf("dir", "Working directory; empty: jobstage's own."),
+				leaf("env", "Environment variables added to the command's environment."),
+				leaf("max_output", "Bound on the bytes of stdout taken as the job's result.").
+					byDefault(num(DefaultMaxOutput)).atLeast(1),
+			),
+			object("http", "POSTs each job as JSON to a URL: a 2xx status succeeds with the response body as the result, any other status fails.",
+				leaf("url", "An http or https URL. Required."),
+				leaf("headers", "Headers sent with each request."),
+				leaf("timeout", "Bound on one request.").byDefault(dur(DefaultHTTPTimeout)),
+			),
+		),
+	),
+	object("http", "The HTTP API (clients, external workers, health and metrics).",
+		leaf("listen", "Address to listen on, host:port. Without tokens only a loopback address is allowed.").
+			byDefault(DefaultListen),
+		object("tokens", "Bearer tokens and the role each grants. With none, every request is allowed and the API serves only on loopback.",
+			leaf("name", "Names the token in logs. Required, unique."),
+			leaf("role", "`admin` (everything), `producer` (enqueue and inspect jobs) or `worker` (accept, heartbeat, finish and fail jobs). Required.").
+				oneOf(RoleAdmin, RoleProducer, RoleWorker),
+			leaf("value_env", "Environment variable that holds the secret. Exactly one of `value_env` and `value_file`."),
+			leaf("value_file", "File that holds the secret; surrounding whitespace is dropped."),
+		).rejecting("value", "inline secrets are not allowed; put the token in an environment variable (value_env) or a file (value_file)"),
+		object("tls", "Serve HTTPS: both files, or neither for plain HTTP.",
+			leaf("cert_file", "PEM certificate (chain) file."),
+			leaf("key_file", "PEM private key file."),
+		),
+		leaf("max_body_bytes", "Bound on a request body; larger requests get 413.").
+			byDefault(num(DefaultMaxBodyBytes)).atLeast(1),
+	),
+	object("metrics", "Prometheus metrics.",
+		leaf("path", "Path of the metrics endpoint on the HTTP API's listener. An explicit empty string (`\"\"`) turns it off.").
+			byDefault(DefaultMetricsPath),
+	),
+	object("logging", "Logs (log/slog), on standard error.",
+		leaf("level", "`debug`, `info`, `warn` or `error`.").
+			byDefault("info").oneOf("debug", "info", "warn", "error"),
+		leaf("format", "`text` or `json`.").
+			byDefault("text").oneOf("text", "json"),
+	),
+)
+
+func init() {
+	bind(schema, reflect.TypeFor[Config]())
+}
+
+// bind ties f's fields to the fields of struct type t by yaml tag, and
+// panics if the two disagree: the schema and the Config types must
+// describe the same keys.
+func bind(f *field, t reflect.Type) {
+	tags := map[string]bool{}
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		tag := sf.Tag.Get("yaml")
+		if tag == "" || tag == "-" {
+			continue
+		}
+		tags[tag] = true
+		c := f.child(tag)
+		if c == nil {
+			panic(fmt.Sprintf("config: %s.%s (yaml %q) is not in the schema", t.Name(), sf.Name, tag))
+		}
+		c.index, c.typ = sf.Index, sf.Type
+		c.kind = kindOf(sf.Type)
+		switch c.kind {
+		case kindObject:
+			bind(c, sf.Type)
+		case kindOptional, kindMap, kindList:
+			bind(c, sf.Type.Elem())
+		default:
+			if len(c.fields) > 0 {
+				panic(fmt.Sprintf("config: schema key %q has fields but %s.%s is a %v", tag, t.Name(), sf.Name, sf.Type))
+			}
+		}
+	}
+	for _, c := range f.fields {
+		if !tags[c.key] {
+			panic(fmt.Sprintf("config: schema key %q has no field in %s", c.key, t.Name()))
+		}
+	}
+}
+
+func kindOf(t reflect.Type) kind {
+	if t == reflect.TypeFor[time.Duration]() {
+		return kindDuration
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return kindString
+	case reflect.Int, reflect.Int64:
+		return kindInt
+	case reflect.Bool:
+		return kindBool
+	case reflect.Struct:
+		return kindObject
+	case reflect.Pointer:
+		if t.Elem().Kind() == reflect.Struct {
+			return kindOptional
+		}
+	case reflect.Slice:
+		switch t.Elem().Kind() {
+		case reflect.String:
+			return kindStrings
+		case reflect.Struct:
+			return kindList
+		}
+	case reflect.Map:
+		if t.Key().Kind() == reflect.String {
+			switch t.Elem().Kind() {
+			case reflect.String:
+				return kindStringMap
+			case reflect.Struct:
+				return kindMap
+			}
+		}
+	}
+	panic(fmt.Sprintf("config: no schema kind for %v", t))
+}
+
+// what is how problems and Docs name a kind.
+func (k kind) what() string {
+	switch k {
+	case kindString:
+		return "string"
+	case kindInt:
+		return "integer"
+	case kindBool:
+		return "boolean"
+	case kindDuration:
+		return "duration"
+	case kindStrings:
+		return "list of strings"
+	case kindStringMap:
+		return "map of strings"
+	case kindList:
+		return "list"
+	case kindMap:
+		return "map"
+	default:
+		return "mapping"
+	}
+}

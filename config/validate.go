@@ -1,0 +1,323 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/jobstage/jobstage/fdbq"
+)
+
+// validate checks what the schema's per-key rules cannot: rules between
+// keys, references, secrets and files. It fills in the defaults computed
+// from other keys. Values already reported bad are not checked again.
+func (d *decoder) validate(c *Config) {
+	d.validating = true
+	d.validateStore(&c.Store)
+	for _, name := range slices.Sorted(maps.Keys(c.Types)) {
+		d.validateType(name, c.Types[name])
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Pipelines)) {
+		p := c.Pipelines[name]
+		d.validatePipeline(c, name, &p)
+		c.Pipelines[name] = p
+	}
+	d.validateHTTP(&c.HTTP)
+	d.validateMetrics(&c.Metrics)
+}
+
+// fine reports whether the value at path came through decoding without a
+// problem.
+func (d *decoder) fine(path ...string) bool { return !d.bad[key(path)] }
+
+// at reports msg about path, unless decoding already reported its value
+// (a bad value is left zero, which would be reported again as missing).
+func (d *decoder) at(msg string, path ...string) {
+	if d.fine(path...) {
+		d.problem(path, nil, msg)
+	}
+}
+
+func (d *decoder) validateStore(s *Store) {
+	switch s.Backend {
+	case BackendEmbedded:
+		if s.Path == "" {
+			d.at("empty; the embedded store needs a directory", "store", "path")
+		}
+		if s.ClusterFile != "" {
+			d.at("applies only to backend fdb (backend is embedded)", "store", "cluster_file")
+		}
+	case BackendFDB:
+		if d.set["store.path"] {
+			d.at("applies only to backend embedded (backend is fdb)", "store", "path")
+		}
+	}
+	if s.Prefix == "" {
+		d.at("must not be empty", "store", "prefix")
+	}
+}
+
+// validateType checks each setting with fdbq's own rules (TypeSettings.Validate),
+// one setting at a time against the defaults, so that each problem is
+// reported at its key.
+func (d *decoder) validateType(name string, t Type) {
+	if msg := nameProblem("type", name); msg != "" {
+		d.at(msg, "types", name)
+		return
+	}
+	ok := true
+	check := func(s fdbq.TypeSettings, path ...string) {
+		if !d.fine(append([]string{"types", name}, path...)...) {
+			ok = false
+			return
+		}
+		if err := s.Validate(); err != nil {
+			ok = false
+			d.at(fdbqMessage(err), append([]string{"types", name}, path...)...)
+		}
+	}
+	def := fdbq.DefaultTypeSettings()
+	s := def
+	s.ActivityTimeout = t.ActivityTimeout
+	check(s, "activity_timeout")
+	s = def
+	s.Retention = t.Retention
+	check(s, "retention")
+	s = def
+	s.Retry.MaxAttempts = t.Retry.MaxAttempts
+	check(s, "retry", "max_attempts")
+	s = def
+	s.Retry.Base = t.Retry.Base
+	check(s, "retry", "base")
+	s = def
+	s.Retry.Max = t.Retry.Max
+	check(s, "retry", "max")
+	s = def
+	s.Retry.Backoff = fdbq.Backoff(t.Retry.Backoff)
+	check(s, "retry", "backoff")
+	if ok {
+		if err := t.Settings().Validate(); err != nil {
+			d.at(fdbqMessage(err), "types", name)
+		}
+	}
+}
+
+// fdbqMessage is an fdbq validation error without fdbq's prefixes, which
+// name fdbq's types rather than the file's keys.
+func fdbqMessage(err error) string {
+	msg := err.Error()
+	if errors.Is(err, fdbq.ErrInvalidJob) {
+		msg = strings.TrimPrefix(msg, fdbq.ErrInvalidJob.Error()+": ")
+	}
+	return strings.TrimPrefix(msg, "retry policy: ")
+}
+
+func nameProblem(what, name string) string {
+	switch {
+	case name == "":
+		return fmt.Sprintf("a %s name must not be empty", what)
+	case len(name) > fdbq.MaxIDSize:
+		return fmt.Sprintf("%s name is %d bytes, more than %d", what, len(name), fdbq.MaxIDSize)
+	}
+	return ""
+}
+
+func (d *decoder) validatePipeline(c *Config, name string, p *Pipeline) {
+	at := func(msg string, path ...string) { d.at(msg, append([]string{"pipelines", name}, path...)...) }
+	if name == "" {
+		at("a pipeline name must not be empty")
+	}
+	switch _, ok := c.Types[p.Type]; {
+	case p.Type == "" && d.fine("pipelines", name, "type"):
+		at("missing type: name a type declared under types")
+	case p.Type == "" || ok:
+	case len(c.Types) == 0:
+		at(fmt.Sprintf("unknown type %q: declare it under types", p.Type), "type")
+	default:
+		at(fmt.Sprintf("unknown type %q; declared: %s%s", p.Type,
+			strings.Join(slices.Sorted(maps.Keys(c.Types)), ", "), suggest(p.Type, slices.Collect(maps.Keys(c.Types)))), "type")
+	}
+
+	prefix := "pipelines." + name + "."
+	maxSet, minSet := d.set[prefix+"max_demand"], d.set[prefix+"min_demand"]
+	if !maxSet {
+		p.MaxDemand = 2 * p.Concurrency
+	}
+	if !minSet {
+		p.MinDemand = p.MaxDemand / 2
+	}
+	if p.MinDemand >= p.MaxDemand && d.fine("pipelines", name, "concurrency") &&
+		d.fine("pipelines", name, "min_demand") && d.fine("pipelines", name, "max_demand") {
+		how := ""
+		if !maxSet {
+			how = ", 2 × concurrency"
+		}
+		at(fmt.Sprintf("must be below max_demand (%d%s), got %d", p.MaxDemand, how, p.MinDemand), "min_demand")
+	}
+
+	h := p.Handler
+	switch {
+	case h.Exec == nil && h.HTTP == nil:
+		at("missing handler: set exec or http", "handler")
+	case h.Exec != nil && h.HTTP != nil:
+		at("set exactly one of exec and http, not both", "handler")
+	case h.Exec != nil:
+		d.validateExec(name, h.Exec)
+	default:
+		d.validateHTTPHandler(name, h.HTTP)
+	}
+}
+
+func (d *decoder) validateExec(name string, e *ExecHandler) {
+	path := []string{"pipelines", name, "handler", "exec"}
+	switch {
+	case len(e.Command) == 0 && d.fine(append(path, "command")...):
+		d.at(`missing command: the program and its arguments, such as ["cat"]`, append(path, "command")...)
+	case len(e.Command) > 0 && e.Command[0] == "":
+		d.at("empty program name", append(path, "command", "0")...)
+	}
+	for _, k := range slices.Sorted(maps.Keys(e.Env)) {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			d.at(fmt.Sprintf("bad environment variable name %q", k), append(path, "env", k)...)
+		}
+	}
+}
+
+func (d *decoder) validateHTTPHandler(name string, h *HTTPHandler) {
+	path := []string{"pipelines", name, "handler", "http"}
+	u, err := url.Parse(h.URL)
+	switch {
+	case h.URL == "":
+		d.at("missing url", append(path, "url")...)
+	case err != nil:
+		d.at(fmt.Sprintf("bad URL %q: %v", h.URL, errors.Unwrap(err)), append(path, "url")...)
+	case u.Scheme != "http" && u.Scheme != "https":
+		d.at(fmt.Sprintf("bad URL %q: the scheme must be http or https", h.URL), append(path, "url")...)
+	case u.Host == "":
+		d.at(fmt.Sprintf("bad URL %q: no host", h.URL), append(path, "url")...)
+	}
+	for _, k := range slices.Sorted(maps.Keys(h.Headers)) {
+		if !validHeaderName(k) {
+			d.at(fmt.Sprintf("bad header name %q", k), append(path, "headers", k)...)
+		} else if strings.ContainsAny(h.Headers[k], "\r\n\x00") {
+			d.at("a header value must not contain line breaks", append(path, "headers", k)...)
+		}
+	}
+}
+
+// validHeaderName reports whether s is an HTTP token (RFC 9110).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", r)
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func (d *decoder) validateHTTP(h *HTTP) {
+	loopback := false
+	host, port, err := net.SplitHostPort(h.Listen)
+	if err == nil {
+		_, err = strconv.ParseUint(port, 10, 16)
+	}
+	if err != nil {
+		if d.fine("http", "listen") {
+			d.at(fmt.Sprintf("bad address %q: use host:port, such as 127.0.0.1:8080", h.Listen), "http", "listen")
+		}
+	} else {
+		ip := net.ParseIP(host)
+		loopback = host == "localhost" || ip != nil && ip.IsLoopback()
+	}
+
+	names := map[string]int{}
+	secrets := map[string]int{}
+	for i := range h.Tokens {
+		t := &h.Tokens[i]
+		at := func(msg string, path ...string) {
+			d.at(msg, append([]string{"http", "tokens", strconv.Itoa(i)}, path...)...)
+		}
+		if t.Name == "" {
+			at("missing name")
+		} else if j, dup := names[t.Name]; dup {
+			at(fmt.Sprintf("duplicate token name %q (also http.tokens.%d)", t.Name, j), "name")
+		} else {
+			names[t.Name] = i
+		}
+		if t.Role == "" && d.fine("http", "tokens", strconv.Itoa(i), "role") {
+			at("missing role: one of admin, producer, worker")
+		}
+		switch {
+		case t.ValueEnv != "" && t.ValueFile != "":
+			at("set one of value_env and value_file, not both")
+		case t.ValueEnv != "":
+			v, ok := d.env(t.ValueEnv)
+			switch {
+			case !ok:
+				at(fmt.Sprintf("environment variable %s is not set", t.ValueEnv), "value_env")
+			case v == "":
+				at(fmt.Sprintf("environment variable %s is empty", t.ValueEnv), "value_env")
+			}
+			t.Value = v
+		case t.ValueFile != "":
+			b, err := os.ReadFile(t.ValueFile)
+			t.Value = strings.TrimSpace(string(b))
+			switch {
+			case err != nil:
+				at(fmt.Sprintf("cannot read the secret: %v", err), "value_file")
+			case t.Value == "":
+				at(fmt.Sprintf("file %s is empty", t.ValueFile), "value_file")
+			}
+		default:
+			at("missing secret: set value_env (an environment variable) or value_file (a file)")
+		}
+		if t.Value != "" {
+			if j, dup := secrets[t.Value]; dup {
+				at(fmt.Sprintf("same secret as http.tokens.%d; each token needs its own", j))
+			} else {
+				secrets[t.Value] = i
+			}
+		}
+	}
+	if err == nil && !loopback && len(h.Tokens) == 0 {
+		d.at(fmt.Sprintf("listening on %s without tokens is refused: add http.tokens, or listen on a loopback address such as 127.0.0.1:8080", h.Listen), "http", "listen")
+	}
+
+	switch tls := h.TLS; {
+	case tls.CertFile != "" && tls.KeyFile == "":
+		d.at("missing key_file (cert_file is set)", "http", "tls")
+	case tls.CertFile == "" && tls.KeyFile != "":
+		d.at("missing cert_file (key_file is set)", "http", "tls")
+	}
+	for _, f := range []struct{ key, path string }{{"cert_file", h.TLS.CertFile}, {"key_file", h.TLS.KeyFile}} {
+		if f.path == "" {
+			continue
+		}
+		if fh, err := os.Open(f.path); err != nil {
+			d.at(fmt.Sprintf("cannot read: %v", err), "http", "tls", f.key)
+		} else {
+			fh.Close()
+		}
+	}
+}
+
+func (d *decoder) validateMetrics(m *Metrics) {
+	p := m.Path
+	switch {
+	case p == "":
+	case !strings.HasPrefix(p, "/"):
+		d.at(fmt.Sprintf("%q must start with /", p), "metrics", "path")
+	case p == "/" || p == "/healthz" || p == "/readyz" || p == "/v1" || strings.HasPrefix(p, "/v1/"):
+		d.at(fmt.Sprintf("%q is taken by the HTTP API", p), "metrics", "path")
+	}
+}
