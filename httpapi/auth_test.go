@@ -1,0 +1,218 @@
+package httpapi_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/httpapi"
+)
+
+var testTokens = []httpapi.Token{
+	{Name: "ops", Role: httpapi.RoleAdmin, Secret: "admin-secret"},
+	{Name: "shop", Role: httpapi.RoleProducer, Secret: "producer-secret"},
+	{Name: "mailer", Role: httpapi.RoleWorker, Secret: "worker-secret"},
+}
+
+func TestAuth(t *testing.T) {
+	e := newEnv(t, httpapi.Options{
+		Tokens:  testTokens,
+		Metrics: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "m 1") }),
+	})
+	if err := e.q.SetType(context.Background(), e.db, "email", fdbq.DefaultTypeSettings()); err != nil {
+		t.Fatal(err)
+	}
+	// Public routes need no token.
+	for _, p := range []string{"/healthz", "/readyz", "/metrics", "/v1/openapi.yaml"} {
+		if a := e.do("GET", p, "", ""); a.status != 200 {
+			t.Fatalf("GET %s without a token: %d", p, a.status)
+		}
+	}
+	a := e.do("POST", "/v1/types/email/jobs", "", `{}`)
+	wantError(t, a, 401, httpapi.CodeUnauthorized, "missing")
+	if !strings.HasPrefix(a.header.Get("WWW-Authenticate"), "Bearer") {
+		t.Fatalf("WWW-Authenticate %q", a.header.Get("WWW-Authenticate"))
+	}
+	wantError(t, e.do("POST", "/v1/types/email/jobs", "admin-secreT", `{}`), 401, httpapi.CodeUnauthorized, "unknown token")
+	wantError(t, e.do("POST", "/v1/types/email/jobs", "admin", `{}`), 401, httpapi.CodeUnauthorized)
+
+	req, _ := http.NewRequest("GET", e.url+"/v1/types", nil)
+	req.Header.Set("Authorization", "Basic YWRtaW4tc2VjcmV0")
+	resp, err := e.hs.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 401 {
+		t.Fatalf("Basic auth answered %d", resp.StatusCode)
+	}
+
+	// Who may call what; an unauthorized role is refused before the
+	// handler runs, so the paths need not exist.
+	const (
+		yes = 0
+		no  = 403
+	)
+	for _, tc := range []struct {
+		method, path, body string
+		producer, worker   int
+	}{
+		{"POST", "/v1/types/email/jobs", `{"id":"r"}`, yes, no},
+		{"GET", "/v1/types/email/jobs", ``, yes, no},
+		{"GET", "/v1/types/email/jobs/r", ``, yes, yes},
+		{"GET", "/v1/types/email/jobs/r/wait?timeout=0s", ``, yes, no},
+		{"POST", "/v1/types/email/jobs/r/cancel", ``, yes, no},
+		{"POST", "/v1/types/email/jobs/r/requeue", ``, yes, no},
+		{"GET", "/v1/types", ``, yes, yes},
+		{"POST", "/v1/types/email/accept", `{}`, no, yes},
+		{"POST", "/v1/types/email/jobs/r/heartbeat", `{"lock":"l"}`, no, yes},
+		{"POST", "/v1/types/email/jobs/r/finish", `{"lock":"l"}`, no, yes},
+		{"POST", "/v1/types/email/jobs/r/fail", `{"lock":"l"}`, no, yes},
+		{"DELETE", "/v1/types/email/jobs/r", ``, no, no},
+		{"PUT", "/v1/types/email", `{}`, no, no},
+		{"POST", "/v1/types/email/pause", ``, no, no},
+		{"POST", "/v1/types/email/resume", ``, no, no},
+	} {
+		for _, who := range []struct {
+			token string
+			want  int
+		}{{"producer-secret", tc.producer}, {"worker-secret", tc.worker}, {"admin-secret", yes}} {
+			a := e.do(tc.method, tc.path, who.token, tc.body)
+			if who.want == no {
+				wantError(t, a, 403, httpapi.CodeForbidden, "role")
+				continue
+			}
+			if a.status == 401 || a.status == 403 {
+				t.Fatalf("%s %s with %s: %d %s", tc.method, tc.path, who.token, a.status, a.body)
+			}
+		}
+	}
+
+	// The client sends its token.
+	c := e.client("producer-secret")
+	if _, err := c.Enqueue(context.Background(), "email", httpapi.NewJob{ID: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.client("worker-secret").Enqueue(context.Background(), "email", httpapi.NewJob{}); err == nil || err.(*httpapi.APIError).Status != 403 {
+		t.Fatalf("worker enqueue: %v", err)
+	}
+}
+
+func TestNewChecksTokens(t *testing.T) {
+	e := newEnv(t, httpapi.Options{})
+	for _, tc := range []struct {
+		o    httpapi.Options
+		want string
+	}{
+		{httpapi.Options{Tokens: []httpapi.Token{{Name: "a", Role: "root", Secret: "s"}}}, `unknown role "root"`},
+		{httpapi.Options{Tokens: []httpapi.Token{{Name: "a", Role: httpapi.RoleAdmin}}}, "token a: empty secret"},
+		{httpapi.Options{Tokens: []httpapi.Token{{Name: "a", Role: httpapi.RoleAdmin, Secret: "s"}, {Name: "b", Role: httpapi.RoleWorker, Secret: "s"}}}, "a and b have the same secret"},
+		{httpapi.Options{MaxBodyBytes: -1}, "MaxBodyBytes"},
+		{httpapi.Options{MetricsPath: "metrics"}, "metrics path"},
+		{httpapi.Options{Metrics: http.NotFoundHandler(), MetricsPath: "/healthz"}, `route "GET /healthz"`},
+	} {
+		_, err := httpapi.New(e.q, tc.o)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New(%+v) = %v, want an error mentioning %q", tc.o, err, tc.want)
+		}
+	}
+	if _, err := httpapi.New(nil, httpapi.Options{}); err == nil {
+		t.Error("New(nil queue) succeeded")
+	}
+}
+
+func TestNoTokensServesLoopbackOnly(t *testing.T) {
+	e := newEnv(t, httpapi.Options{})
+	for _, tc := range []struct {
+		remote string
+		want   int
+	}{
+		{"127.0.0.1:5000", 200},
+		{"[::1]:5000", 200},
+		{"[::ffff:127.0.0.1]:5000", 200},
+		{"192.0.2.7:5000", 403},
+		{"[2001:db8::1]:5000", 403},
+		{"garbage", 403},
+	} {
+		req := httptest.NewRequest("GET", "/v1/types", nil)
+		req.RemoteAddr = tc.remote
+		rec := httptest.NewRecorder()
+		e.srv.ServeHTTP(rec, req)
+		if rec.Code != tc.want {
+			t.Errorf("client %s: %d, want %d: %s", tc.remote, rec.Code, tc.want, rec.Body)
+		}
+	}
+
+	// Over a real listener on a non-loopback address of this machine.
+	ip := nonLoopbackIP(t)
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		t.Skipf("cannot listen on %s: %v", ip, err)
+	}
+	hs := httptest.NewUnstartedServer(e.srv)
+	hs.Listener.Close()
+	hs.Listener = ln
+	hs.Start()
+	defer hs.Close()
+	resp, err := hs.Client().Get(hs.URL + "/v1/types")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 403 {
+		t.Fatalf("a client from %s got %d from a server without tokens", ip, resp.StatusCode)
+	}
+}
+
+func nonLoopbackIP(t *testing.T) string {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Skip(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+			return n.IP.String()
+		}
+	}
+	t.Skip("no non-loopback IPv4 address on this machine")
+	return ""
+}
+
+func TestCheckListen(t *testing.T) {
+	for _, tc := range []struct {
+		addr   string
+		tokens int
+		ok     bool
+	}{
+		{"127.0.0.1:8080", 0, true},
+		{"127.1.2.3:8080", 0, true},
+		{"[::1]:8080", 0, true},
+		{"localhost:8080", 0, true},
+		{":8080", 0, false},
+		{"0.0.0.0:8080", 0, false},
+		{"[::]:8080", 0, false},
+		{"10.0.0.5:8080", 0, false},
+		{"example.com:8080", 0, false},
+		{":8080", 1, true},
+		{"0.0.0.0:8080", 2, true},
+		{"127.0.0.1", 0, false},
+		{"", 3, false},
+	} {
+		err := httpapi.CheckListen(tc.addr, tc.tokens)
+		if (err == nil) != tc.ok {
+			t.Errorf("CheckListen(%q, %d) = %v, want ok %v", tc.addr, tc.tokens, err, tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), fmt.Sprintf("%q", tc.addr)) {
+			t.Errorf("CheckListen(%q) error does not name the address: %v", tc.addr, err)
+		}
+	}
+	err := httpapi.CheckListen(":8080", 0)
+	if !strings.Contains(err.Error(), "without tokens") || !strings.Contains(err.Error(), "every interface") {
+		t.Errorf("unclear refusal: %v", err)
+	}
+}

@@ -1,0 +1,76 @@
+// Package httpapi is jobstage's HTTP API: JSON over HTTP for clients that
+// enqueue and inspect jobs and for external workers, in any language, that
+// accept and work them; and a Go Client for it. Server is an http.Handler
+// over an *fdbq.Queue; openapi.yaml (served at GET /v1/openapi.yaml)
+// describes every route, body and error.
+//
+// # Routes
+//
+//	POST   /v1/types/{type}/jobs                  enqueue one job (object) or a batch (array, one transaction) → 201
+//	GET    /v1/types/{type}/jobs?state=&limit=&cursor=   a page of jobs (state default pending)
+//	GET    /v1/types/{type}/jobs/{id}             a job
+//	DELETE /v1/types/{type}/jobs/{id}             remove a job → 204
+//	POST   /v1/types/{type}/jobs/{id}/cancel      cancel → the job
+//	POST   /v1/types/{type}/jobs/{id}/requeue     requeue a failed or canceled job → the job
+//	GET    /v1/types/{type}/jobs/{id}/wait?state=finished&timeout=30s   long poll
+//	GET    /v1/types                              types, settings, counts
+//	PUT    /v1/types/{type}                       register or change a type → 201 (new) or 200
+//	POST   /v1/types/{type}/pause, …/resume       → the type
+//	POST   /v1/types/{type}/accept                {"max": n, "wait": "5s"} → {"jobs": [job + "lock"]}
+//	POST   /v1/types/{type}/jobs/{id}/heartbeat   {"lock", "progress"?, "data"?} → 204
+//	POST   /v1/types/{type}/jobs/{id}/finish      {"lock", "result"?} → 204
+//	POST   /v1/types/{type}/jobs/{id}/fail        {"lock", "error"} → 204
+//	GET    /healthz, /readyz, /metrics, /v1/openapi.yaml   no token needed
+//
+// Wait never polls: it blocks on the job type's change key
+// (fdbq.Queue.WaitOne). At its timeout it answers 200 with the job as it
+// is then, so a client compares the state rather than handling a second
+// kind of answer; 408 would say the request was too slow, which it was
+// not. Accept and wait block at most MaxWait (60 s); a longer wait is
+// refused with 400 rather than silently shortened.
+//
+// Enqueuing to a type that is not registered is a 404 unknown_type, not an
+// implicit registration: a misspelt type would otherwise collect jobs no
+// pipeline works. Listing one is a 404 too.
+//
+// # Errors
+//
+// Every error answer is {"error": code, "message": text}; see APIError and
+// the Code constants: 400 invalid_json (not JSON, wrong JSON type, unknown
+// field, trailing data: the message names the field) or invalid (a bad
+// value or query parameter), 401 unauthorized, 403 forbidden, 404
+// not_found or unknown_type, 405 method_not_allowed, 409 halt (the
+// worker's lock is gone: stop working the job; nothing was written) or
+// wrong_state, 413 too_large (a body over Options.MaxBodyBytes, job data
+// over fdbq.MaxDataSize, or a batch over one store transaction), 500
+// internal (logged), 503 not_ready.
+//
+// # Authentication
+//
+// Bearer tokens, each with a role; secrets are compared in constant time.
+// Admin may call every route; the others:
+//
+//	route                                   producer  worker
+//	enqueue, list, cancel, requeue, wait    yes       no
+//	get a job, list types                   yes       yes
+//	accept, heartbeat, finish, fail         no        yes
+//	delete a job, PUT type, pause, resume   no        no (admin only)
+//	healthz, readyz, metrics, openapi       no token needed
+//
+// Removing jobs and changing types are admin's: they lose information
+// (a removed job's history, a type's settings) that producers have no
+// need to touch.
+//
+// Without tokens every route is open, so the server serves loopback
+// clients only (a request from elsewhere gets 403) and CheckListen refuses
+// to bind anything but a loopback address: two locks on one door. A
+// reverse proxy on the same machine makes every client look local, so a
+// server behind one needs tokens.
+//
+// # Metrics hooks
+//
+// Options.Observe sees every request's route pattern, status and duration,
+// and Options.OnEnqueue every committed enqueue, so the metrics package
+// counts them without this package importing it. A request whose client
+// went away is observed with status 499 (no one reads it).
+package httpapi

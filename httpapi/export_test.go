@@ -1,0 +1,11 @@
+package httpapi
+
+// Test access to the request decoders (fuzzing, and the OpenAPI examples).
+var (
+	DecodeEnqueue   = decodeEnqueue
+	DecodeAccept    = decodeAccept
+	DecodeHeartbeat = decodeHeartbeat
+	DecodeFinish    = decodeFinish
+	DecodeFail      = decodeFail
+	DecodeSettings  = decodeSettings
+)

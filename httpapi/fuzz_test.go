@@ -1,0 +1,147 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/httpapi"
+)
+
+// checkDecodeError: a decoder either succeeds or answers a 4xx; an
+// oversized body is an *http.MaxBytesError, which the server answers 413.
+func checkDecodeError(t *testing.T, body []byte, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return
+	}
+	var ae *httpapi.APIError
+	if !errors.As(err, &ae) || ae.Status < 400 || ae.Status > 499 || ae.Code == "" || ae.Message == "" {
+		t.Fatalf("body %q: error %v (%T) is not a 4xx APIError", body, err, err)
+	}
+}
+
+// limited reads b through the limit a server puts on bodies.
+func limited(b []byte) io.Reader {
+	return http.MaxBytesReader(nil, io.NopCloser(bytes.NewReader(b)), 4096)
+}
+
+func FuzzDecodeEnqueue(f *testing.F) {
+	for _, s := range []string{
+		`{}`, `{"id":"a","data":{"x":[1,2]},"priority":-3,"max_attempts":2,"scheduled_at":"2030-01-02T15:04:05.123Z"}`,
+		`[{"data":1},{"id":"b"}]`, `[]`, `[{}`, `{"data":}`, `{"priority":1e99}`, `{"scheduled_at":"2030-13-45T99:00:00Z"}`,
+		`null`, `[null]`, `"x"`, ` `, `{"id":"a"} x`, `{"data":"\ud800"}`, `[[{}]]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		jobs, _, err := httpapi.DecodeEnqueue(limited(body), "email")
+		checkDecodeError(t, body, err)
+		if err != nil {
+			return
+		}
+		if len(jobs) == 0 {
+			t.Fatalf("body %q decoded to no jobs without an error", body)
+		}
+		for _, j := range jobs {
+			if j.Type != "email" || j.MaxAttempts < 0 {
+				t.Fatalf("body %q decoded to %+v", body, j)
+			}
+		}
+	})
+}
+
+func FuzzDecodeAccept(f *testing.F) {
+	for _, s := range []string{``, `{}`, `{"max":10,"wait":"5s"}`, `{"max":-1}`, `{"wait":"-1s"}`, `{"wait":"9999999999h"}`, `{"max":"1"}`, `[]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		o, err := httpapi.DecodeAccept(limited(body))
+		checkDecodeError(t, body, err)
+		if err == nil && (o.Max < 1 || o.Max > httpapi.MaxAccept || o.Timeout < 0 || o.Timeout > httpapi.MaxWait) {
+			t.Fatalf("body %q decoded to %+v", body, o)
+		}
+	})
+}
+
+func FuzzDecodeWorkerBodies(f *testing.F) {
+	for _, s := range []string{
+		`{"lock":"l"}`, `{"lock":"l","progress":{"p":1},"data":[1]}`, `{"lock":"l","result":"ok"}`,
+		`{"lock":"l","error":"boom"}`, `{}`, `{"lock":1}`, `{"lock":"l","result":}`, `{"lock":"l"}{}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		hb, err := httpapi.DecodeHeartbeat(limited(body))
+		checkDecodeError(t, body, err)
+		if err == nil && hb.Lock == "" {
+			t.Fatalf("heartbeat %q without a lock accepted", body)
+		}
+		fin, err := httpapi.DecodeFinish(limited(body))
+		checkDecodeError(t, body, err)
+		if err == nil && fin.Lock == "" {
+			t.Fatalf("finish %q without a lock accepted", body)
+		}
+		fail, err := httpapi.DecodeFail(limited(body))
+		checkDecodeError(t, body, err)
+		if err == nil && fail.Lock == "" {
+			t.Fatalf("fail %q without a lock accepted", body)
+		}
+	})
+}
+
+func FuzzDecodeSettings(f *testing.F) {
+	for _, s := range []string{``, `{}`, `{"activity_timeout":"1s","retry":{"max_attempts":3,"backoff":"linear","base":"1s","max":"1m"},"paused":true,"retention":"0s"}`,
+		`{"retention":"-1h"}`, `{"retry":{"max_attempts":0}}`, `{"retry":null}`, `{"activity_timeout":5}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		s, err := httpapi.DecodeSettings(limited(body), fdbq.DefaultTypeSettings())
+		checkDecodeError(t, body, err)
+		if err == nil {
+			if verr := s.Validate(); verr != nil {
+				t.Fatalf("body %q decoded to invalid settings %+v: %v", body, s, verr)
+			}
+		}
+	})
+}
+
+// FuzzServer sends fuzzed bodies to the real server and store: whatever
+// the body, the answer is never a 5xx.
+func FuzzServer(f *testing.F) {
+	e := newEnv(f, httpapi.Options{MaxBodyBytes: 8192})
+	if _, err := e.q.Add(context.Background(), e.db, fdbq.NewJob{Type: "email", ID: "j"}); err != nil {
+		f.Fatal(err)
+	}
+	routes := []struct{ method, path string }{
+		{"POST", "/v1/types/email/jobs"},
+		{"POST", "/v1/types/email/accept"},
+		{"POST", "/v1/types/email/jobs/j/heartbeat"},
+		{"POST", "/v1/types/email/jobs/j/finish"},
+		{"POST", "/v1/types/email/jobs/j/fail"},
+		{"PUT", "/v1/types/fuzzed"},
+	}
+	for i, s := range []string{`{"id":"j","data":{"a":1}}`, `{"max":2}`, `{"lock":"x","progress":1}`, `{"lock":"x","result":{}}`, `{"lock":"x","error":"e"}`, `{"retention":"1h"}`,
+		`[{"priority":-9223372036854775808}]`, `{"id":""}`, `{"data":"` + string(bytes.Repeat([]byte("a"), 100)) + `"}`} {
+		f.Add(uint8(i), []byte(s))
+	}
+	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
+		r := routes[int(which)%len(routes)]
+		req := httptest.NewRequest(r.method, r.path, bytes.NewReader(body))
+		req.RemoteAddr = "127.0.0.1:1"
+		rec := httptest.NewRecorder()
+		e.srv.ServeHTTP(rec, req)
+		if rec.Code >= 500 {
+			t.Fatalf("%s %s %q: %d %s", r.method, r.path, body, rec.Code, rec.Body)
+		}
+	})
+}

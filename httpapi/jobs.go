@@ -1,0 +1,234 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/kv"
+)
+
+// The handlers of the client routes: enqueue, inspect, cancel, requeue,
+// remove and wait.
+
+// enqueue: POST /v1/types/{type}/jobs. One object adds one job and answers
+// it; an array adds them all in one transaction and answers the array.
+func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
+	typ, err := pathType(r)
+	if err != nil {
+		return err
+	}
+	jobs, batch, err := decodeEnqueue(r.Body, typ)
+	if err != nil {
+		return err
+	}
+	added, err := s.q.AddBatch(r.Context(), s.db, jobs)
+	if err != nil {
+		return err
+	}
+	if s.o.OnEnqueue != nil {
+		s.o.OnEnqueue(typ, len(added))
+	}
+	if !batch {
+		w.Header().Set("Location", jobPath(typ, added[0].ID))
+		writeJSON(w, http.StatusCreated, toJob(added[0]))
+		return nil
+	}
+	out := make([]*Job, len(added))
+	for i, j := range added {
+		out[i] = toJob(j)
+	}
+	writeJSON(w, http.StatusCreated, out)
+	return nil
+}
+
+// get: GET /v1/types/{type}/jobs/{id}.
+func (s *Server) get(w http.ResponseWriter, r *http.Request) error {
+	typ, id, err := pathJob(r)
+	if err != nil {
+		return err
+	}
+	j, err := s.q.Get(r.Context(), s.db, typ, id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toJob(j))
+	return nil
+}
+
+// list: GET /v1/types/{type}/jobs?state=&limit=&cursor=. An unregistered
+// type is a 404, not an empty page, so a typo in the type is noticed.
+func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
+	typ, err := pathType(r)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	if err := onlyParams(q, "state", "limit", "cursor"); err != nil {
+		return err
+	}
+	o := fdbq.ListOptions{State: fdbq.Pending, Cursor: q.Get("cursor")}
+	if v := q.Get("state"); v != "" {
+		st, err := parseState("state", v)
+		if err != nil {
+			return err
+		}
+		o.State = st
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			return invalid("limit: %q must be an integer from 1 to 1000", v)
+		}
+		o.Limit = n
+	}
+	page, err := kv.ReadTransact(r.Context(), s.db, func(tx kv.ReadTx) (*fdbq.Page, error) {
+		if _, err := s.q.GetType(r.Context(), tx, typ); err != nil {
+			return nil, err
+		}
+		return s.q.List(r.Context(), tx, typ, o)
+	})
+	if err != nil {
+		return err
+	}
+	out := &Page{Jobs: make([]*Job, len(page.Jobs)), Next: page.Next}
+	for i, j := range page.Jobs {
+		out.Jobs[i] = toJob(j)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// remove: DELETE /v1/types/{type}/jobs/{id}; 204.
+func (s *Server) remove(w http.ResponseWriter, r *http.Request) error {
+	typ, id, err := pathJob(r)
+	if err != nil {
+		return err
+	}
+	if err := s.q.Remove(r.Context(), s.db, typ, id); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// cancel: POST …/{id}/cancel; answers the job as the cancel left it.
+func (s *Server) cancel(w http.ResponseWriter, r *http.Request) error {
+	return s.change(w, r, s.q.Cancel)
+}
+
+// requeue: POST …/{id}/requeue; answers the job as the requeue left it.
+func (s *Server) requeue(w http.ResponseWriter, r *http.Request) error {
+	return s.change(w, r, s.q.Requeue)
+}
+
+// change runs op on the job and reads the job back in the same
+// transaction, so the answer is what op made.
+func (s *Server) change(w http.ResponseWriter, r *http.Request, op func(context.Context, kv.Transactor, string, string) error) error {
+	typ, id, err := pathJob(r)
+	if err != nil {
+		return err
+	}
+	j, err := kv.Transact(r.Context(), s.db, func(tx kv.Tx) (*fdbq.Job, error) {
+		if err := op(r.Context(), tx, typ, id); err != nil {
+			return nil, err
+		}
+		return s.q.Get(r.Context(), tx, typ, id)
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toJob(j))
+	return nil
+}
+
+// wait: GET …/{id}/wait?state=finished&timeout=30s. A long poll on the
+// job's type's change key (fdbq.Queue.WaitOne); it answers when the job
+// reaches the state (or finishes), or at the timeout with the job as it
+// is then: the caller compares the state.
+func (s *Server) wait(w http.ResponseWriter, r *http.Request) error {
+	typ, id, err := pathJob(r)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	if err := onlyParams(q, "state", "timeout"); err != nil {
+		return err
+	}
+	state := fdbq.Finished
+	if v := q.Get("state"); v != "" {
+		if state, err = parseState("state", v); err != nil {
+			return err
+		}
+	}
+	timeout := DefaultWait
+	if v := q.Get("timeout"); v != "" {
+		if timeout, err = parseWait("timeout", v); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	j, err := s.q.WaitOne(ctx, typ, id, state)
+	if err != nil && ctx.Err() != nil && r.Context().Err() == nil {
+		// The timeout passed (whatever error the store made of it): answer
+		// the job as it is now.
+		j, err = s.q.Get(r.Context(), s.db, typ, id)
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toJob(j))
+	return nil
+}
+
+// pathType returns the {type} of the path, checked.
+func pathType(r *http.Request) (string, error) {
+	typ := r.PathValue("type")
+	if len(typ) > fdbq.MaxIDSize {
+		return "", invalid("type: the name is %d bytes, over the limit of %d", len(typ), fdbq.MaxIDSize)
+	}
+	return typ, nil
+}
+
+// pathJob returns the {type} and {id} of the path, checked: ids over the
+// limit would otherwise reach the store as oversized keys.
+func pathJob(r *http.Request) (typ, id string, err error) {
+	if typ, err = pathType(r); err != nil {
+		return "", "", err
+	}
+	id = r.PathValue("id")
+	if len(id) > fdbq.MaxIDSize {
+		return "", "", invalid("id: the job id is %d bytes, over the limit of %d", len(id), fdbq.MaxIDSize)
+	}
+	return typ, id, nil
+}
+
+func parseState(field, v string) (fdbq.State, error) {
+	switch st := fdbq.State(v); st {
+	case fdbq.Pending, fdbq.Running, fdbq.Finished:
+		return st, nil
+	}
+	return "", invalid("%s: %q is not a state (pending, running or finished)", field, v)
+}
+
+// onlyParams refuses query parameters the route does not know, so a
+// misspelt one is not silently ignored.
+func onlyParams(q url.Values, known ...string) error {
+	for k := range q {
+		ok := false
+		for _, n := range known {
+			ok = ok || k == n
+		}
+		if !ok {
+			return invalid("unknown query parameter %q (known: %v)", k, known)
+		}
+	}
+	return nil
+}
+
+func jobPath(typ, id string) string {
+	return "/v1/types/" + url.PathEscape(typ) + "/jobs/" + url.PathEscape(id)
+}

@@ -1,0 +1,219 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/httpapi"
+)
+
+// TestOpenAPIRoutes: every route the server serves is described, and
+// every described operation is served.
+func TestOpenAPIRoutes(t *testing.T) {
+	e := newEnv(t, httpapi.Options{Metrics: http.NotFoundHandler()})
+	doc, err := loadOpenAPI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := map[string]bool{}
+	for _, r := range e.srv.Routes() {
+		served[r] = true
+	}
+	described := map[string]bool{}
+	for path, ops := range doc.Paths {
+		for method := range ops {
+			described[strings.ToUpper(method)+" "+path] = true
+		}
+	}
+	for r := range served {
+		if !described[r] {
+			t.Errorf("route %s is not in openapi.yaml", r)
+		}
+	}
+	for r := range described {
+		if !served[r] {
+			t.Errorf("openapi.yaml describes %s, which the server does not serve", r)
+		}
+	}
+	if len(served) < 19 {
+		t.Errorf("only %d routes served: %v", len(served), e.srv.Routes())
+	}
+}
+
+// TestOpenAPIExamples: every request body example decodes with the
+// server's own strict decoder.
+func TestOpenAPIExamples(t *testing.T) {
+	doc, err := loadOpenAPI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	decoders := map[string]func(io.Reader) error{
+		"POST /v1/types/{type}/jobs":                func(r io.Reader) error { _, _, err := httpapi.DecodeEnqueue(r, "email"); return err },
+		"POST /v1/types/{type}/accept":              func(r io.Reader) error { _, err := httpapi.DecodeAccept(r); return err },
+		"POST /v1/types/{type}/jobs/{id}/heartbeat": func(r io.Reader) error { _, err := httpapi.DecodeHeartbeat(r); return err },
+		"POST /v1/types/{type}/jobs/{id}/finish":    func(r io.Reader) error { _, err := httpapi.DecodeFinish(r); return err },
+		"POST /v1/types/{type}/jobs/{id}/fail":      func(r io.Reader) error { _, err := httpapi.DecodeFail(r); return err },
+		"PUT /v1/types/{type}": func(r io.Reader) error {
+			_, err := httpapi.DecodeSettings(r, fdbq.DefaultTypeSettings())
+			return err
+		},
+	}
+	checked := 0
+	for path, ops := range doc.Paths {
+		for method, op := range ops {
+			if op.RequestBody == nil {
+				continue
+			}
+			name := strings.ToUpper(method) + " " + path
+			decode, ok := decoders[name]
+			if !ok {
+				t.Errorf("%s takes a body but the test has no decoder for it", name)
+				continue
+			}
+			for ct, content := range op.RequestBody.Content {
+				examples := map[string]any{}
+				if !content.Example.IsZero() {
+					var v any
+					if err := content.Example.Decode(&v); err != nil {
+						t.Fatal(err)
+					}
+					examples["example"] = v
+				}
+				for k, ex := range content.Examples {
+					var v any
+					if err := ex.Value.Decode(&v); err != nil {
+						t.Fatal(err)
+					}
+					examples[k] = v
+				}
+				if len(examples) == 0 {
+					t.Errorf("%s %s has no example", name, ct)
+				}
+				for k, v := range examples {
+					b, err := json.Marshal(v)
+					if err != nil {
+						t.Fatalf("%s example %s: %v", name, k, err)
+					}
+					if err := decode(bytes.NewReader(b)); err != nil {
+						t.Errorf("%s example %s (%s) does not decode: %v", name, k, b, err)
+					}
+					checked++
+				}
+			}
+		}
+	}
+	if checked < 7 {
+		t.Errorf("only %d examples checked", checked)
+	}
+}
+
+// TestOpenAPISchemas: each schema's properties are the JSON fields of the
+// Go type the server encodes or decodes.
+func TestOpenAPISchemas(t *testing.T) {
+	doc, err := loadOpenAPI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range map[string]any{
+		"Job":              httpapi.Job{},
+		"NewJob":           httpapi.NewJob{},
+		"Page":             httpapi.Page{},
+		"TypeInfo":         httpapi.TypeInfo{},
+		"TypeSettings":     httpapi.TypeSettings{},
+		"RetryPolicy":      httpapi.RetryPolicy{},
+		"AcceptRequest":    httpapi.AcceptRequest{},
+		"HeartbeatRequest": httpapi.HeartbeatRequest{},
+		"FinishRequest":    httpapi.FinishRequest{},
+		"FailRequest":      httpapi.FailRequest{},
+		"Error":            httpapi.APIError{},
+	} {
+		s, ok := doc.Components.Schemas[name]
+		if !ok {
+			t.Errorf("schema %s missing", name)
+			continue
+		}
+		var props []string
+		for p := range s.Properties {
+			props = append(props, p)
+		}
+		sort.Strings(props)
+		fields := jsonFields(reflect.TypeOf(v))
+		if fmt.Sprint(props) != fmt.Sprint(fields) {
+			t.Errorf("schema %s has properties %v; the Go type has %v", name, props, fields)
+		}
+		for _, r := range s.Required {
+			if _, ok := s.Properties[r]; !ok {
+				t.Errorf("schema %s requires %s, which it does not have", name, r)
+			}
+		}
+	}
+	// The Go types the server also decodes with: their fields match the
+	// ones the decoders know (a field added to one only is refused).
+	for name, body := range map[string]string{
+		"NewJob":        `{"id":"a","data":1,"scheduled_at":"2030-01-01T00:00:00Z","priority":1,"max_attempts":1}`,
+		"AcceptRequest": `{"max":1,"wait":"1s"}`,
+		"TypeSettings":  `{"activity_timeout":"1s","retry":{"max_attempts":1,"backoff":"constant","base":"1s","max":"1s"},"paused":true,"retention":"1s"}`,
+	} {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(body), &m); err != nil {
+			t.Fatal(err)
+		}
+		var keys []string
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var props []string
+		for p := range doc.Components.Schemas[name].Properties {
+			props = append(props, p)
+		}
+		sort.Strings(props)
+		if fmt.Sprint(keys) != fmt.Sprint(props) {
+			t.Fatalf("%s test body has %v, schema %v", name, keys, props)
+		}
+		var err error
+		switch name {
+		case "NewJob":
+			_, _, err = httpapi.DecodeEnqueue(strings.NewReader(body), "email")
+		case "AcceptRequest":
+			_, err = httpapi.DecodeAccept(strings.NewReader(body))
+		case "TypeSettings":
+			_, err = httpapi.DecodeSettings(strings.NewReader(body), fdbq.DefaultTypeSettings())
+		}
+		if err != nil {
+			t.Errorf("a %s with every field does not decode: %v", name, err)
+		}
+	}
+}
+
+// jsonFields returns the sorted JSON names of t's fields, embedded
+// structs flattened.
+func jsonFields(t reflect.Type) []string {
+	var out []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		name, _, _ := strings.Cut(tag, ",")
+		if name == "-" {
+			continue
+		}
+		if f.Anonymous && name == "" {
+			out = append(out, jsonFields(f.Type)...)
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,435 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/kv"
+)
+
+// Role is what a token may do; see the package documentation for the
+// table of routes per role.
+type Role string
+
+// Roles.
+const (
+	RoleAdmin    Role = "admin"    // everything
+	RoleProducer Role = "producer" // enqueue and inspect jobs
+	RoleWorker   Role = "worker"   // accept and work jobs
+)
+
+// Token is a bearer token the server accepts.
+type Token struct {
+	Name   string // for logs; never the secret
+	Role   Role
+	Secret string
+}
+
+// Options configure a Server.
+type Options struct {
+	// Tokens the server accepts. None: every route is open, and only
+	// loopback clients are served (see CheckListen for the listener).
+	Tokens []Token
+	// MaxBodyBytes limits a request body; over it the answer is 413.
+	// Default DefaultMaxBodyBytes (1 MiB).
+	MaxBodyBytes int64
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+	// Ready reports readiness for GET /readyz; nil: always ready.
+	Ready func() error
+	// Metrics, when set, is served at MetricsPath without a token.
+	Metrics http.Handler
+	// MetricsPath; default "/metrics".
+	MetricsPath string
+	// Observe, when set, is called after every request with its route
+	// pattern (such as "POST /v1/types/{type}/jobs"; "unmatched" for a
+	// request no route matched or that was refused before routing, as a
+	// non-loopback client of a server without tokens), its status and its
+	// duration.
+	Observe func(route string, status int, d time.Duration)
+	// OnEnqueue, when set, is called after an enqueue committed, with the
+	// type and the number of jobs.
+	OnEnqueue func(typ string, n int)
+}
+
+// Server is the HTTP API over a queue. It is an http.Handler; the caller
+// owns the listener and the http.Server.
+type Server struct {
+	q       *fdbq.Queue
+	db      *kv.DB
+	o       Options
+	log     *slog.Logger
+	mux     *http.ServeMux
+	tokens  []tokenEntry
+	routes  []string
+	maxBody int64
+}
+
+type tokenEntry struct {
+	name string
+	role Role
+	hash [sha256.Size]byte
+}
+
+// New returns a Server over q. It checks the options: every token needs a
+// secret and a known role, and no two tokens may share a secret.
+func New(q *fdbq.Queue, o Options) (*Server, error) {
+	if q == nil {
+		return nil, errors.New("httpapi: nil queue")
+	}
+	s := &Server{q: q, db: q.DB(), o: o, log: o.Logger, mux: http.NewServeMux(), maxBody: o.MaxBodyBytes}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	switch {
+	case s.maxBody == 0:
+		s.maxBody = DefaultMaxBodyBytes
+	case s.maxBody < 0:
+		return nil, fmt.Errorf("httpapi: MaxBodyBytes %d is negative", o.MaxBodyBytes)
+	}
+	if s.o.MetricsPath == "" {
+		s.o.MetricsPath = "/metrics"
+	}
+	if !strings.HasPrefix(s.o.MetricsPath, "/") || strings.ContainsAny(s.o.MetricsPath, " {}") {
+		return nil, fmt.Errorf("httpapi: metrics path %q must start with / and hold no spaces or braces", s.o.MetricsPath)
+	}
+	seen := map[[sha256.Size]byte]string{}
+	for i, t := range o.Tokens {
+		name := t.Name
+		if name == "" {
+			name = fmt.Sprintf("#%d", i+1)
+		}
+		switch t.Role {
+		case RoleAdmin, RoleProducer, RoleWorker:
+		default:
+			return nil, fmt.Errorf("httpapi: token %s: unknown role %q (admin, producer or worker)", name, t.Role)
+		}
+		if t.Secret == "" {
+			return nil, fmt.Errorf("httpapi: token %s: empty secret", name)
+		}
+		h := sha256.Sum256([]byte(t.Secret))
+		if other, dup := seen[h]; dup {
+			return nil, fmt.Errorf("httpapi: tokens %s and %s have the same secret", other, name)
+		}
+		seen[h] = name
+		s.tokens = append(s.tokens, tokenEntry{name: name, role: t.Role, hash: h})
+	}
+	if len(s.tokens) == 0 {
+		s.log.Warn("httpapi: no tokens configured: every route is open, so only loopback clients are served")
+	}
+	for _, r := range s.routeTable() {
+		if err := s.handle(r); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// handle registers a route. ServeMux panics on a pattern that is invalid or
+// collides with another; the metrics path comes from configuration, so
+// that becomes an error naming it.
+func (s *Server) handle(r route) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("httpapi: route %q: %v", r.pattern, p)
+		}
+	}()
+	s.mux.Handle(r.pattern, s.wrap(r))
+	s.routes = append(s.routes, r.pattern)
+	return nil
+}
+
+// Routes returns the patterns of the routes the server serves.
+func (s *Server) Routes() []string {
+	return append([]string(nil), s.routes...)
+}
+
+// route is one endpoint: its pattern, who may call it, and its handler.
+type route struct {
+	pattern string
+	// public routes need no token (health, metrics, the API description).
+	public bool
+	// roles besides admin that may call it.
+	roles  []Role
+	handle func(w http.ResponseWriter, r *http.Request) error
+}
+
+func (s *Server) routeTable() []route {
+	p, w := RoleProducer, RoleWorker
+	rs := []route{
+		{pattern: "GET /healthz", public: true, handle: s.healthz},
+		{pattern: "GET /readyz", public: true, handle: s.readyz},
+		{pattern: "GET /v1/openapi.yaml", public: true, handle: serveOpenAPI},
+
+		{pattern: "POST /v1/types/{type}/jobs", roles: []Role{p}, handle: s.enqueue},
+		{pattern: "GET /v1/types/{type}/jobs", roles: []Role{p}, handle: s.list},
+		{pattern: "GET /v1/types/{type}/jobs/{id}", roles: []Role{p, w}, handle: s.get},
+		{pattern: "DELETE /v1/types/{type}/jobs/{id}", handle: s.remove},
+		{pattern: "POST /v1/types/{type}/jobs/{id}/cancel", roles: []Role{p}, handle: s.cancel},
+		{pattern: "POST /v1/types/{type}/jobs/{id}/requeue", roles: []Role{p}, handle: s.requeue},
+		{pattern: "GET /v1/types/{type}/jobs/{id}/wait", roles: []Role{p}, handle: s.wait},
+
+		{pattern: "GET /v1/types", roles: []Role{p, w}, handle: s.types},
+		{pattern: "PUT /v1/types/{type}", handle: s.setType},
+		{pattern: "POST /v1/types/{type}/pause", handle: s.pause},
+		{pattern: "POST /v1/types/{type}/resume", handle: s.resume},
+
+		{pattern: "POST /v1/types/{type}/accept", roles: []Role{w}, handle: s.accept},
+		{pattern: "POST /v1/types/{type}/jobs/{id}/heartbeat", roles: []Role{w}, handle: s.heartbeat},
+		{pattern: "POST /v1/types/{type}/jobs/{id}/finish", roles: []Role{w}, handle: s.finish},
+		{pattern: "POST /v1/types/{type}/jobs/{id}/fail", roles: []Role{w}, handle: s.fail},
+	}
+	if s.o.Metrics != nil {
+		m := s.o.Metrics
+		rs = append(rs, route{pattern: "GET " + s.o.MetricsPath, public: true, handle: func(w http.ResponseWriter, r *http.Request) error {
+			m.ServeHTTP(w, r)
+			return nil
+		}})
+	}
+	return rs
+}
+
+// ServeHTTP serves one request: the loopback and token checks, the body
+// limit, the route, and the observation of the outcome.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rec := &recorder{ResponseWriter: w}
+	if !s.clientAllowed(r) {
+		s.writeError(rec, &APIError{Status: http.StatusForbidden, Code: CodeForbidden,
+			Message: "this server has no tokens configured and serves loopback clients only"})
+		s.observe("unmatched", rec, start)
+		return
+	}
+	if _, pattern := s.mux.Handler(r); pattern == "" {
+		s.unmatched(rec, r)
+		s.observe("unmatched", rec, start)
+		return
+	}
+	s.mux.ServeHTTP(rec, r)
+	route := rec.route
+	if route == "" {
+		route = "unmatched" // the mux redirected to a cleaned path
+	}
+	s.observe(route, rec, start)
+}
+
+func (s *Server) observe(route string, rec *recorder, start time.Time) {
+	if s.o.Observe != nil {
+		s.o.Observe(route, rec.status(), time.Since(start))
+	}
+}
+
+// wrap makes a route's handler: token and role, body limit, errors.
+func (s *Server) wrap(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rec, ok := w.(*recorder); ok {
+			rec.route = rt.pattern
+		}
+		if !rt.public && len(s.tokens) > 0 {
+			if err := s.authorize(r, rt); err != nil {
+				if err.Status == http.StatusUnauthorized {
+					w.Header().Set("WWW-Authenticate", `Bearer realm="jobstage"`)
+				}
+				s.writeError(w, err)
+				return
+			}
+		}
+		if r.Body != nil {
+			r.Body = http.MaxBytesReader(w, r.Body, s.maxBody)
+		}
+		if err := rt.handle(w, r); err != nil {
+			s.writeError(w, s.classify(r, rt.pattern, err))
+		}
+	})
+}
+
+// authorize finds the request's token and checks its role. Every
+// configured secret is compared, in constant time over equal-length
+// hashes, so the time taken says nothing about which secret came close.
+func (s *Server) authorize(r *http.Request, rt route) *APIError {
+	h := r.Header.Get("Authorization")
+	scheme, secret, ok := strings.Cut(h, " ")
+	if h == "" {
+		return &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "missing bearer token: send Authorization: Bearer <token>"}
+	}
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(secret) == "" {
+		return &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "the Authorization header must be Bearer <token>"}
+	}
+	sum := sha256.Sum256([]byte(strings.TrimSpace(secret)))
+	var found *tokenEntry
+	for i := range s.tokens {
+		if subtle.ConstantTimeCompare(sum[:], s.tokens[i].hash[:]) == 1 {
+			found = &s.tokens[i]
+		}
+	}
+	if found == nil {
+		return &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "unknown token"}
+	}
+	if found.role == RoleAdmin {
+		return nil
+	}
+	for _, role := range rt.roles {
+		if found.role == role {
+			return nil
+		}
+	}
+	return &APIError{Status: http.StatusForbidden, Code: CodeForbidden,
+		Message: fmt.Sprintf("token %s has role %s, which may not call %s", found.name, found.role, rt.pattern)}
+}
+
+// clientAllowed: without tokens only loopback clients are served, even if
+// the listener was bound elsewhere by mistake. Unix-socket clients, whose
+// RemoteAddr has no host, are local too.
+func (s *Server) clientAllowed(r *http.Request) bool {
+	if len(s.tokens) > 0 {
+		return true
+	}
+	if r.RemoteAddr == "" || r.RemoteAddr == "@" {
+		return true
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
+}
+
+// unmatched answers a request no route matched with the mux's status (404,
+// 405 with Allow, or a redirect to the cleaned path) in JSON.
+func (s *Server) unmatched(w http.ResponseWriter, r *http.Request) {
+	h, _ := s.mux.Handler(r)
+	c := &capture{header: http.Header{}}
+	h.ServeHTTP(c, r)
+	switch {
+	case c.code == http.StatusMethodNotAllowed:
+		w.Header().Set("Allow", c.header.Get("Allow"))
+		s.writeError(w, &APIError{Status: c.code, Code: CodeMethodNotAllowed,
+			Message: fmt.Sprintf("%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, c.header.Get("Allow"))})
+	case c.code >= 300 && c.code < 400:
+		w.Header().Set("Location", c.header.Get("Location"))
+		w.WriteHeader(c.code)
+	default:
+		s.writeError(w, &APIError{Status: http.StatusNotFound, Code: CodeNotFound,
+			Message: fmt.Sprintf("no route %s %s", r.Method, r.URL.Path)})
+	}
+}
+
+// classify maps an error to its answer.
+func (s *Server) classify(r *http.Request, pattern string, err error) *APIError {
+	var (
+		apiErr *APIError
+		tooBig *http.MaxBytesError
+	)
+	trim := func(e error) string { return strings.TrimPrefix(err.Error(), e.Error()+": ") }
+	switch {
+	case errors.As(err, &apiErr):
+		return apiErr
+	case errors.As(err, &tooBig):
+		return &APIError{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge,
+			Message: fmt.Sprintf("the request body is larger than %d bytes", tooBig.Limit)}
+	case errors.Is(err, fdbq.ErrHalt):
+		return &APIError{Status: http.StatusConflict, Code: CodeHalt, Message: err.Error()}
+	case errors.Is(err, fdbq.ErrWrongState):
+		return &APIError{Status: http.StatusConflict, Code: CodeWrongState, Message: trim(fdbq.ErrWrongState)}
+	case errors.Is(err, fdbq.ErrUnknownType):
+		return &APIError{Status: http.StatusNotFound, Code: CodeUnknownType,
+			Message: "unknown job type " + trim(fdbq.ErrUnknownType) + "; register it with PUT /v1/types/{type}"}
+	case errors.Is(err, fdbq.ErrNotFound):
+		return &APIError{Status: http.StatusNotFound, Code: CodeNotFound, Message: "no job " + trim(fdbq.ErrNotFound)}
+	case errors.Is(err, fdbq.ErrDataTooLarge):
+		return &APIError{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge, Message: trim(fdbq.ErrDataTooLarge)}
+	case errors.Is(err, kv.ErrTransactionTooLarge):
+		return &APIError{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge,
+			Message: "the jobs do not fit in one store transaction (10 MB); send a smaller batch"}
+	case errors.Is(err, fdbq.ErrInvalidJob):
+		return invalid("%s", trim(fdbq.ErrInvalidJob))
+	case r.Context().Err() != nil && errors.Is(err, context.Canceled):
+		// The client went away; nobody reads this answer. 499 (nginx's
+		// "client closed request") keeps it apart from server errors in
+		// the request metrics.
+		return &APIError{Status: 499, Code: "canceled", Message: "the client closed the request"}
+	}
+	s.log.Error("httpapi: request failed", "route", pattern, "path", r.URL.Path, "err", err)
+	return &APIError{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error; the server log has the details"}
+}
+
+func (s *Server) writeError(w http.ResponseWriter, e *APIError) {
+	writeJSON(w, e.Status, e)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"error":"internal","message":"the answer could not be encoded"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// recorder remembers the status written and the route that handled the
+// request.
+type recorder struct {
+	http.ResponseWriter
+	code  int
+	route string
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if r.code == 0 {
+		r.code = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.code == 0 {
+		r.code = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection (flushes and
+// deadlines of long polls).
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+func (r *recorder) status() int {
+	if r.code == 0 {
+		return http.StatusOK
+	}
+	return r.code
+}
+
+// capture takes what the mux would answer to an unmatched request.
+type capture struct {
+	header http.Header
+	code   int
+}
+
+func (c *capture) Header() http.Header { return c.header }
+
+func (c *capture) WriteHeader(code int) {
+	if c.code == 0 {
+		c.code = code
+	}
+}
+
+func (c *capture) Write(b []byte) (int, error) {
+	if c.code == 0 {
+		c.code = http.StatusOK
+	}
+	return len(b), nil
+}

@@ -1,0 +1,208 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jobstage/jobstage/fdbq"
+)
+
+// Job is a job as the API shows it. Times that are not set are omitted.
+type Job struct {
+	Type        string          `json:"type"`
+	ID          string          `json:"id"`
+	State       fdbq.State      `json:"state"`
+	Outcome     fdbq.Outcome    `json:"outcome,omitempty"`
+	Data        json.RawMessage `json:"data"`
+	Result      json.RawMessage `json:"result,omitempty"`
+	Error       string          `json:"error,omitempty"`
+	Progress    json.RawMessage `json:"progress,omitempty"`
+	Priority    int             `json:"priority"`
+	Attempts    int             `json:"attempts"`
+	MaxAttempts int             `json:"max_attempts"`
+	// Resubmitted: the job was added again while it ran; it goes back to
+	// pending when its worker finishes.
+	Resubmitted bool      `json:"resubmitted,omitempty"`
+	AddedAt     time.Time `json:"added_at,omitzero"`
+	ScheduledAt time.Time `json:"scheduled_at,omitzero"`
+	StartedAt   time.Time `json:"started_at,omitzero"`
+	HeartbeatAt time.Time `json:"heartbeat_at,omitzero"`
+	FinishedAt  time.Time `json:"finished_at,omitzero"`
+}
+
+// Lease is a job accepted by an external worker, with the lock it must
+// send back with every heartbeat, finish and fail.
+type Lease struct {
+	Job
+	Lock string `json:"lock"`
+}
+
+// NewJob is one job to enqueue: the body of POST /v1/types/{type}/jobs
+// (or one element of a batch).
+type NewJob struct {
+	// ID is the caller's id; empty: the server makes one. Enqueuing an id
+	// that exists resubmits that job (see fdbq.Queue.Add).
+	ID string `json:"id,omitempty"`
+	// Data is the job's JSON data; empty means null.
+	Data json.RawMessage `json:"data,omitempty"`
+	// ScheduledAt: not before this time; zero means now.
+	ScheduledAt time.Time `json:"scheduled_at,omitzero"`
+	// Priority: higher runs first among due jobs.
+	Priority int `json:"priority,omitempty"`
+	// MaxAttempts overrides the type's retry policy's; 0 keeps it.
+	MaxAttempts int `json:"max_attempts,omitempty"`
+}
+
+// Duration is a time.Duration that travels in JSON as a Go duration
+// string ("30s", "1h30m").
+type Duration time.Duration
+
+// MarshalJSON writes d as a duration string.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON reads a duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string such as \"30s\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// RetryPolicy is fdbq.RetryPolicy with durations as strings.
+type RetryPolicy struct {
+	MaxAttempts int          `json:"max_attempts"`
+	Backoff     fdbq.Backoff `json:"backoff"`
+	Base        Duration     `json:"base"`
+	Max         Duration     `json:"max"`
+}
+
+// TypeSettings is fdbq.TypeSettings with durations as strings: the body of
+// PUT /v1/types/{type} and the settings in a TypeInfo.
+type TypeSettings struct {
+	ActivityTimeout Duration    `json:"activity_timeout"`
+	Retry           RetryPolicy `json:"retry"`
+	Paused          bool        `json:"paused"`
+	Retention       Duration    `json:"retention"`
+}
+
+// TypeInfo is a registered type, its settings and its job counts.
+type TypeInfo struct {
+	Name     string       `json:"name"`
+	Settings TypeSettings `json:"settings"`
+	Pending  int64        `json:"pending"`
+	Running  int64        `json:"running"`
+	Finished int64        `json:"finished"`
+}
+
+// Page is one page of GET /v1/types/{type}/jobs.
+type Page struct {
+	Jobs []*Job `json:"jobs"`
+	// Next is the cursor of the next page; empty on the last page.
+	Next string `json:"next,omitempty"`
+}
+
+// ListOptions select a page of jobs: State (default pending), Limit
+// (default 100, at most 1000) and the Cursor of the previous Page.
+type ListOptions struct {
+	State  fdbq.State
+	Limit  int
+	Cursor string
+}
+
+// AcceptRequest is the body of POST /v1/types/{type}/accept: take up to
+// Max jobs (default 1, at most MaxAccept), waiting up to Wait (at most
+// MaxWait) for one to be due.
+type AcceptRequest struct {
+	Max  int      `json:"max,omitempty"`
+	Wait Duration `json:"wait,omitempty"`
+}
+
+// HeartbeatRequest is the body of POST …/jobs/{id}/heartbeat. Data and
+// Progress, when set, replace the job's.
+type HeartbeatRequest struct {
+	Lock     string          `json:"lock"`
+	Data     json.RawMessage `json:"data,omitempty"`
+	Progress json.RawMessage `json:"progress,omitempty"`
+}
+
+// FinishRequest is the body of POST …/jobs/{id}/finish.
+type FinishRequest struct {
+	Lock   string          `json:"lock"`
+	Result json.RawMessage `json:"result,omitempty"`
+}
+
+// FailRequest is the body of POST …/jobs/{id}/fail: the attempt failed
+// with Error; the type's retry policy decides whether it runs again.
+type FailRequest struct {
+	Lock  string `json:"lock"`
+	Error string `json:"error"`
+}
+
+// APIError is an error answer of the API: the HTTP status and the body
+// {"error": Code, "message": Message}. The client returns it for every
+// non-2xx answer.
+type APIError struct {
+	Status  int    `json:"-"`
+	Code    string `json:"error"`
+	Message string `json:"message"`
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("httpapi: %d %s: %s", e.Status, e.Code, e.Message)
+}
+
+// Error codes of APIError.Code.
+const (
+	CodeInvalidJSON      = "invalid_json"       // 400: the body is not JSON of the expected shape
+	CodeInvalid          = "invalid"            // 400: a field or parameter has a bad value
+	CodeUnauthorized     = "unauthorized"       // 401: no token, or an unknown one
+	CodeForbidden        = "forbidden"          // 403: the token's role may not do this, or a non-loopback client of a server without tokens
+	CodeNotFound         = "not_found"          // 404: no such job or route
+	CodeUnknownType      = "unknown_type"       // 404: the job type is not registered
+	CodeMethodNotAllowed = "method_not_allowed" // 405
+	CodeHalt             = "halt"               // 409: the worker's lock is gone; stop working the job
+	CodeWrongState       = "wrong_state"        // 409: the operation does not apply to the job's state
+	CodeTooLarge         = "too_large"          // 413: the body, or a job's data, is over the limit
+	CodeNotReady         = "not_ready"          // 503: readyz
+	CodeInternal         = "internal"           // 500
+)
+
+func toJob(j *fdbq.Job) *Job {
+	data := j.Data
+	if len(data) == 0 {
+		data = json.RawMessage("null")
+	}
+	return &Job{
+		Type: j.Type, ID: j.ID, State: j.State, Outcome: j.Outcome,
+		Data: data, Result: j.Result, Error: j.Error, Progress: j.Progress,
+		Priority: j.Priority, Attempts: j.Attempts, MaxAttempts: j.MaxAttempts,
+		Resubmitted: j.Resubmitted,
+		AddedAt:     j.AddedAt, ScheduledAt: j.ScheduledAt, StartedAt: j.StartedAt,
+		HeartbeatAt: j.HeartbeatAt, FinishedAt: j.FinishedAt,
+	}
+}
+
+func toTypeSettings(s fdbq.TypeSettings) TypeSettings {
+	return TypeSettings{
+		ActivityTimeout: Duration(s.ActivityTimeout),
+		Retry: RetryPolicy{
+			MaxAttempts: s.Retry.MaxAttempts, Backoff: s.Retry.Backoff,
+			Base: Duration(s.Retry.Base), Max: Duration(s.Retry.Max),
+		},
+		Paused:    s.Paused,
+		Retention: Duration(s.Retention),
+	}
+}
+
+func toTypeInfo(t *fdbq.TypeInfo) *TypeInfo {
+	return &TypeInfo{Name: t.Name, Settings: toTypeSettings(t.Settings), Pending: t.Pending, Running: t.Running, Finished: t.Finished}
+}
