@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -47,6 +48,28 @@ type Stats struct {
 	Commits      atomic.Int64 // attempts that committed
 	Retries      atomic.Int64 // attempts that failed with a retryable error
 	Conflicts    atomic.Int64 // attempts that failed with not_committed
+
+	retries sync.Map // error code → *atomic.Int64: Retries by code
+}
+
+// RetriesByCode returns Retries by FoundationDB error code.
+func (s *Stats) RetriesByCode() map[int]int64 {
+	out := make(map[int]int64)
+	s.retries.Range(func(code, n any) bool {
+		out[code.(int)] = n.(*atomic.Int64).Load()
+		return true
+	})
+	return out
+}
+
+func (s *Stats) countRetry(err error) {
+	s.Retries.Add(1)
+	code := ErrorCode(err)
+	n, ok := s.retries.Load(code)
+	if !ok {
+		n, _ = s.retries.LoadOrStore(code, new(atomic.Int64))
+	}
+	n.(*atomic.Int64).Add(1)
 }
 
 // NewDB returns a DB over backend.
@@ -127,7 +150,7 @@ func (db *DB) run(ctx context.Context, attempt func(Transaction) error) error {
 		if !IsRetryable(err) {
 			return err
 		}
-		db.stats.Retries.Add(1)
+		db.stats.countRetry(err)
 		if errors.Is(err, ErrNotCommitted) {
 			db.stats.Conflicts.Add(1)
 		}

@@ -1,0 +1,56 @@
+package fdbq
+
+import (
+	"context"
+	"time"
+
+	"github.com/jobstage/jobstage/kv"
+)
+
+// MaxOldestDueBands bounds the priority bands OldestDue reads: one key
+// each.
+const MaxOldestDueBands = 64
+
+// OldestDue returns the scheduled time of the type's pending job that has
+// been due the longest — the job that has waited most — or the zero time
+// when no pending job is due. Metrics report now minus it as the oldest
+// pending job's age.
+//
+// The pending index is ordered by priority, then by scheduled time, so the
+// earliest job of each priority band is that band's first entry: OldestDue
+// reads one key per band (without conflicts), jumping from band to band,
+// and takes the earliest due one. It is exact for up to MaxOldestDueBands
+// distinct priorities among the pending jobs; beyond that it reports the
+// earliest among the highest MaxOldestDueBands bands.
+func (q *Queue) OldestDue(ctx context.Context, tr kv.ReadTransactor, typ string) (time.Time, error) {
+	now := q.nowMs()
+	ms, err := kv.ReadTransact(ctx, tr, func(tx kv.ReadTx) (int64, error) {
+		snap := snapshotOf(tx)
+		sub := q.k.pendingType(typ)
+		all := sub.Range()
+		begin := all.Begin
+		oldest := int64(0)
+		found := false
+		for range MaxOldestDueBands {
+			first, err := snap.GetRange(kv.Range{Begin: begin, End: all.End}, kv.RangeOptions{Limit: 1})
+			if err != nil || len(first) == 0 {
+				return oldest, err
+			}
+			t, err := sub.Unpack(first[0].Key)
+			if err != nil {
+				return 0, err
+			}
+			neg, _ := t[0].(int64)
+			sched, _ := t[1].(int64)
+			if sched <= now && (!found || sched < oldest) {
+				oldest, found = sched, true
+			}
+			begin = q.k.pendingBand(typ, int(-neg)).Range().End
+		}
+		return oldest, nil
+	})
+	if err != nil || ms == 0 {
+		return time.Time{}, err
+	}
+	return time.UnixMilli(ms), nil
+}
