@@ -1,0 +1,67 @@
+// Package metrics exposes jobstage's Prometheus metrics. Names carry the
+// jobstage_ prefix and base units (seconds); counters end in _total. Job
+// metrics are labelled by job type and outcome, never by job id, so that a
+// series exists per type, not per job.
+//
+// # Metrics
+//
+// Counted as jobs move (handles on *Metrics, nil-safe: a nil *Metrics
+// counts nothing, so code and tests can pass nil):
+//
+//	jobstage_jobs_enqueued_total{type}                  jobs added (Enqueued: the HTTP API)
+//	jobstage_jobs_accepted_total{type}                  jobs accepted by a pipeline (Stage) or an external worker (Accepted)
+//	jobstage_job_queue_wait_seconds{type}               histogram: from due (scheduled time) to accepted
+//	jobstage_jobs_finished_total{type,outcome}          attempts ended, by outcome (below)
+//	jobstage_job_run_duration_seconds{type,outcome}     histogram: one attempt's handler time
+//	jobstage_handlers_running{type}                     handlers running in this process now
+//	jobstage_jobs_retried_total{type}                   failed attempts that will run again
+//	jobstage_jobs_recycled_total{outcome}               running jobs the activity monitor took back: outcome
+//	                                                    retried (pending again) or failed (out of attempts)
+//	jobstage_jobs_expired_total                         finished jobs removed after their retention
+//	jobstage_http_requests_total{route,status}          HTTP requests by route pattern and status code
+//	jobstage_http_request_duration_seconds{route}       histogram
+//
+// Read when Prometheus scrapes:
+//
+//	jobstage_jobs_pending{type}                         pending jobs (the store's O(1) counters)
+//	jobstage_jobs_running{type}                         running jobs, in every process
+//	jobstage_oldest_pending_age_seconds{type}           how long the longest-due pending job has
+//	                                                    waited (0: none due); see fdbq.Queue.OldestDue
+//	jobstage_queue_scrape_errors_total                  scrapes whose store read failed or timed out
+//	jobstage_producer_demand{pipeline,type}             demand a pipeline's consumers hold unmet
+//	jobstage_pipeline_buffered_jobs{pipeline,type}      jobs a pipeline accepted and has not
+//	                                                    committed: buffered or running
+//	jobstage_store_transactions_total                   transaction attempts (kv.Stats)
+//	jobstage_store_commits_total                        attempts that committed
+//	jobstage_store_conflicts_total                      attempts that failed with not_committed (1020)
+//	jobstage_store_retries_total{code}                  attempts retried, by FoundationDB error code
+//
+// and the Go runtime's (go_*) and the process's (process_*) collectors.
+//
+// # Outcomes
+//
+// jobstage_jobs_finished_total counts what each handler attempt did, as
+// the handler's Middleware sees it, not the job's final state:
+// succeeded; failed (the handler returned an error); timeout (its per-job
+// timeout passed); panicked (it panicked: the panic becomes the attempt's
+// error, with its stack); halted (the job's lock was gone: canceled,
+// removed or recycled, and nothing the attempt did was committed);
+// stopped (a stopping pipeline cut it short: the job went back to pending,
+// the attempt not counted). Whether a failed attempt will run again
+// depends on the job's attempts and its retry policy: the middleware
+// counts jobstage_jobs_retried_total for failed, timeout and panicked
+// attempts that were not the job's last, reading the type's policy from
+// the last scrape of the store (or the store, once, before the first).
+//
+// The monitor's sweep statistics (fdbq.SweepStats) are not broken down by
+// type, so jobstage_jobs_recycled_total and jobstage_jobs_expired_total
+// carry no type label.
+//
+// # Scrapes
+//
+// The store is read at scrape time in one read-only transaction bounded by
+// ScrapeTimeout: the type registry with its counters, and one key per
+// priority band of each type's pending index for the oldest job. A scrape
+// that fails reports the other metrics and counts the failure; it never
+// panics.
+package metrics

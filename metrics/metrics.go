@@ -1,0 +1,226 @@
+package metrics
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/jobstage/jobstage/fdbq"
+)
+
+// ScrapeTimeout bounds the store read of one scrape.
+const ScrapeTimeout = 5 * time.Second
+
+// Outcomes of an attempt, the outcome label of jobstage_jobs_finished_total
+// and jobstage_job_run_duration_seconds (see the package documentation).
+const (
+	OutcomeSucceeded = "succeeded"
+	OutcomeFailed    = "failed"
+	OutcomeTimeout   = "timeout"
+	OutcomePanicked  = "panicked"
+	OutcomeHalted    = "halted"
+	OutcomeStopped   = "stopped"
+)
+
+// Outcomes of jobstage_jobs_recycled_total.
+const (
+	RecycledRetried = "retried"
+	RecycledFailed  = "failed"
+)
+
+// Metrics holds jobstage's metrics. A nil *Metrics is valid and counts
+// nothing.
+type Metrics struct {
+	reg prometheus.Registerer
+	q   *fdbq.Queue
+
+	enqueued   *prometheus.CounterVec
+	accepted   *prometheus.CounterVec
+	queueWait  *prometheus.HistogramVec
+	finished   *prometheus.CounterVec
+	runtime    *prometheus.HistogramVec
+	running    *prometheus.GaugeVec
+	retried    *prometheus.CounterVec
+	recycled   *prometheus.CounterVec
+	expired    prometheus.Counter
+	httpReqs   *prometheus.CounterVec
+	httpTime   *prometheus.HistogramVec
+	scrapeErrs prometheus.Counter
+
+	store     *storeCollector
+	pipelines *pipelineCollector
+
+	// maxAttempts caches each type's retry policy's attempts (type → int),
+	// refreshed by every scrape of the store.
+	maxAttempts sync.Map
+}
+
+// New makes jobstage's metrics and registers them with reg, together with
+// the Go runtime's and the process's collectors (left alone when reg has
+// them already, as prometheus.DefaultRegisterer does). q, if not nil, is
+// read at scrape time for the pending and running counts and the oldest
+// pending job's age of every registered type.
+func New(reg prometheus.Registerer, q *fdbq.Queue) (*Metrics, error) {
+	if reg == nil {
+		return nil, errors.New("metrics: no registerer")
+	}
+	m := &Metrics{
+		reg: reg,
+		q:   q,
+		enqueued: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jobstage_jobs_enqueued_total", Help: "Jobs added, by type.",
+		}, []string{"type"}),
+		accepted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jobstage_jobs_accepted_total", Help: "Jobs accepted by a worker, by type.",
+		}, []string{"type"}),
+		queueWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "jobstage_job_queue_wait_seconds",
+			Help:    "Time from a job's scheduled time to its acceptance, by type.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 13), // 1 ms to 4.7 h
+		}, []string{"type"}),
+		finished: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jobstage_jobs_finished_total", Help: "Handler attempts ended, by type and outcome.",
+		}, []string{"type", "outcome"}),
+		runtime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "jobstage_job_run_duration_seconds",
+			Help:    "Time a handler attempt ran, by type and outcome.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 12), // 1 ms to 70 min
+		}, []string{"type", "outcome"}),
+		running: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "jobstage_handlers_running", Help: "Handlers running in this process, by type.",
+		}, []string{"type"}),
+		retried: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jobstage_jobs_retried_total", Help: "Failed attempts whose job will run again, by type.",
+		}, []string{"type"}),
+		recycled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jobstage_jobs_recycled_total", Help: "Running jobs the activity monitor took back after their worker stopped heartbeating, by outcome (retried, failed).",
+		}, []string{"outcome"}),
+		expired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "jobstage_jobs_expired_total", Help: "Finished jobs removed after their type's retention.",
+		}),
+		httpReqs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jobstage_http_requests_total", Help: "HTTP API requests, by route pattern and status code.",
+		}, []string{"route", "status"}),
+		httpTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "jobstage_http_request_duration_seconds",
+			Help:    "HTTP API request duration, by route pattern.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"route"}),
+		scrapeErrs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "jobstage_queue_scrape_errors_total", Help: "Scrapes whose read of the job store failed or timed out.",
+		}),
+		store:     newStoreCollector(),
+		pipelines: newPipelineCollector(),
+	}
+	cs := []prometheus.Collector{
+		m.enqueued, m.accepted, m.queueWait, m.finished, m.runtime, m.running, m.retried,
+		m.recycled, m.expired, m.httpReqs, m.httpTime, m.scrapeErrs, m.store, m.pipelines,
+	}
+	if q != nil {
+		cs = append(cs, &queueCollector{m: m})
+	}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("metrics: %w", err)
+		}
+	}
+	for _, c := range []prometheus.Collector{
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	} {
+		if err := reg.Register(c); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+			return nil, fmt.Errorf("metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// Handler serves the metrics g gathers (the registry New registered with,
+// usually) in Prometheus' exposition format. A collector that fails is
+// left out of the answer, not the whole scrape.
+func (m *Metrics) Handler(g prometheus.Gatherer) http.Handler {
+	if g == nil {
+		if rg, ok := m.registerer().(prometheus.Gatherer); ok {
+			g = rg
+		} else {
+			g = prometheus.DefaultGatherer
+		}
+	}
+	return promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
+
+func (m *Metrics) registerer() prometheus.Registerer {
+	if m == nil {
+		return nil
+	}
+	return m.reg
+}
+
+// Enqueued counts n jobs of a type added.
+func (m *Metrics) Enqueued(typ string, n int) {
+	if m == nil || n <= 0 {
+		return
+	}
+	m.enqueued.WithLabelValues(typ).Add(float64(n))
+}
+
+// Accepted counts jobs accepted by a worker outside a pipeline (the HTTP
+// API's external workers), and observes their queue wait. Pipelines count
+// theirs with Stage.
+func (m *Metrics) Accepted(leases []*fdbq.Lease) {
+	if m == nil {
+		return
+	}
+	now := time.Now()
+	for _, l := range leases {
+		m.accept(l, now)
+	}
+}
+
+func (m *Metrics) accept(l *fdbq.Lease, now time.Time) {
+	m.accepted.WithLabelValues(l.Type).Inc()
+	at := l.StartedAt
+	if at.IsZero() {
+		at = now
+	}
+	m.queueWait.WithLabelValues(l.Type).Observe(max(at.Sub(l.ScheduledAt).Seconds(), 0))
+}
+
+// Finished counts an attempt that ended outside a pipeline (an external
+// worker's finish or fail through the HTTP API) with one of the Outcome
+// constants.
+func (m *Metrics) Finished(typ, outcome string) {
+	if m == nil {
+		return
+	}
+	m.finished.WithLabelValues(typ, outcome).Inc()
+}
+
+// OnSweep counts what an activity monitor's sweep did; pass it as
+// fdbq.MonitorOptions.OnSweep.
+func (m *Metrics) OnSweep(s fdbq.SweepStats) {
+	if m == nil {
+		return
+	}
+	m.recycled.WithLabelValues(RecycledRetried).Add(float64(max(s.Recycled-s.Failed, 0)))
+	m.recycled.WithLabelValues(RecycledFailed).Add(float64(s.Failed))
+	m.expired.Add(float64(s.Expired))
+}
+
+// HTTPObserve counts an HTTP API request. route is the route's pattern
+// ("POST /v1/types/{type}/jobs"), never the request's path, which would
+// make a series per job.
+func (m *Metrics) HTTPObserve(route string, status int, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.httpReqs.WithLabelValues(route, strconv.Itoa(status)).Inc()
+	m.httpTime.WithLabelValues(route).Observe(d.Seconds())
+}
