@@ -80,7 +80,6 @@ type Result struct {
 	LatencyMaxMs   float64 `json:"latency_max_ms,omitempty"`
 }
 
-const benchType = "bench"
 
 func (o *Options) defaults() error {
 	if o.Jobs < 0 || o.Latency < 0 || o.Duration < 0 {

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"encoding/json"
+
+	"github.com/jobstage/jobstage/internal/bench"
+)
+
+func (c *cli) bench(args []string) error {
+	fs := c.newFlags("bench", "[flags]")
+	var o bench.Options
+	fs.IntVar(&o.Jobs, "jobs", 100_000, "jobs the burn-down inserts, then works off (0: no burn-down)")
+	fs.DurationVar(&o.Duration, "duration", 0, "also work jobs for this long while inserting them (continuous mode; 0: off)")
+	fs.IntVar(&o.Concurrency, "concurrency", 256, "handlers running at once")
+	fs.IntVar(&o.InsertBatch, "insert-batch", 0, "jobs per insert transaction (default 1000 for the burn-down, 100 continuous)")
+	fs.IntVar(&o.Latency, "latency", 200, "enqueue→start samples on an idle pipeline (0: none)")
+	fs.BoolVar(&o.PerJobFinish, "per-job-finish", false, "commit each job's outcome in its own transaction instead of batching outcomes")
+	fs.StringVar(&o.Dir, "dir", "", "store directory, empty or new (default: a temporary directory, removed after)")
+	asJSON := fs.Bool("json", false, "print the result as JSON (progress goes to stderr)")
+	quiet := fs.Bool("quiet", false, "no progress lines")
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	if o.Jobs < 0 || o.Latency < 0 || o.Duration < 0 || o.Concurrency < 1 || o.InsertBatch < 0 {
+		return usagef("jobs, duration, latency and insert-batch must be ≥ 0 and concurrency ≥ 1")
+	}
+	if !*quiet {
+		o.Progress = c.stderr
+	}
+	r, err := bench.Run(c.ctx, o)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	r.Print(c.stdout)
+	return nil
+}

@@ -1,0 +1,393 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/httpapi"
+)
+
+// clientFlags are the flags every client command takes.
+type clientFlags struct {
+	server string
+	json   bool
+}
+
+func (c *cli) clientFlagSet(name, args string) (*flag.FlagSet, *clientFlags) {
+	fs := c.newFlags(name, args)
+	cf := &clientFlags{}
+	fs.StringVar(&cf.server, "server", envOr("JOBSTAGE_SERVER", "http://127.0.0.1:8080"), "server URL (default $JOBSTAGE_SERVER)")
+	fs.BoolVar(&cf.json, "json", false, "print JSON")
+	return fs, cf
+}
+
+func (cf *clientFlags) client() *httpapi.Client {
+	return httpapi.NewClient(cf.server, os.Getenv("JOBSTAGE_TOKEN"), nil)
+}
+
+func (c *cli) printJSON(v any) error {
+	enc := json.NewEncoder(c.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func (c *cli) printJob(cf *clientFlags, j *httpapi.Job) error {
+	if cf.json {
+		return c.printJSON(j)
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	row := func(k string, v any) { fmt.Fprintf(tw, "%s:\t%v\n", k, v) }
+	row("type", j.Type)
+	row("id", j.ID)
+	state := string(j.State)
+	if j.Outcome != "" {
+		state += " (" + string(j.Outcome) + ")"
+	}
+	row("state", state)
+	row("attempts", fmt.Sprintf("%d%s", j.Attempts, maxAttempts(j.MaxAttempts)))
+	if j.Priority != 0 {
+		row("priority", j.Priority)
+	}
+	row("data", string(j.Data))
+	if len(j.Result) > 0 {
+		row("result", string(j.Result))
+	}
+	if j.Error != "" {
+		row("error", j.Error)
+	}
+	if len(j.Progress) > 0 {
+		row("progress", string(j.Progress))
+	}
+	for _, t := range []struct {
+		k string
+		v time.Time
+	}{{"added", j.AddedAt}, {"scheduled", j.ScheduledAt}, {"started", j.StartedAt}, {"heartbeat", j.HeartbeatAt}, {"finished", j.FinishedAt}} {
+		if !t.v.IsZero() {
+			row(t.k, t.v.Local().Format(time.RFC3339Nano))
+		}
+	}
+	return tw.Flush()
+}
+
+func maxAttempts(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" of %d", n)
+}
+
+// enqueue adds one job, or with --file every job of a JSON-lines file.
+func (c *cli) enqueue(args []string) error {
+	fs, cf := c.clientFlagSet("enqueue", "TYPE [DATA|-] | TYPE --file FILE")
+	id := fs.String("id", "", "job id (default: the server makes one; an existing id resubmits that job)")
+	priority := fs.Int("priority", 0, "priority: higher runs first")
+	at := fs.String("at", "", "run not before this time: RFC 3339, or a delay such as 10m")
+	attempts := fs.Int("max-attempts", 0, "attempts in all (default: the type's retry policy)")
+	file := fs.String("file", "", "JSON-lines file, one job per line: {\"id\":…,\"data\":…,\"priority\":…,\"scheduled_at\":…,\"max_attempts\":…} (- reads stdin)")
+	batch := fs.Int("batch", 500, "jobs per request with --file")
+	wait := fs.Duration("wait", 0, "wait up to this long for the job to finish, then print it")
+	pos, err := parse(fs, args, 1, 2)
+	if err != nil {
+		return err
+	}
+	typ := pos[0]
+	cl := cf.client()
+	if *file != "" {
+		if len(pos) > 1 {
+			return usagef("give DATA or --file, not both")
+		}
+		if *batch < 1 || *batch > 10_000 {
+			return usagef("--batch must be between 1 and 10000")
+		}
+		return c.enqueueFile(cf, cl, typ, *file, *batch)
+	}
+	data := json.RawMessage("null")
+	if len(pos) == 2 {
+		raw := []byte(pos[1])
+		if pos[1] == "-" {
+			if raw, err = io.ReadAll(c.stdin); err != nil {
+				return err
+			}
+		}
+		raw = bytes.TrimSpace(raw)
+		if !json.Valid(raw) {
+			return usagef("DATA is not valid JSON: %s", excerpt(raw))
+		}
+		data = raw
+	}
+	nj := httpapi.NewJob{ID: *id, Data: data, Priority: *priority, MaxAttempts: *attempts}
+	if *at != "" {
+		t, err := parseAt(*at)
+		if err != nil {
+			return err
+		}
+		nj.ScheduledAt = t
+	}
+	j, err := cl.Enqueue(c.ctx, typ, nj)
+	if err != nil {
+		return err
+	}
+	if *wait > 0 {
+		if j, err = c.waitFinished(cl, typ, j.ID, *wait); err != nil {
+			return err
+		}
+	}
+	return c.printJob(cf, j)
+}
+
+// waitFinished long-polls until the job is finished or d passes; the
+// server bounds one poll, so a long d takes several.
+func (c *cli) waitFinished(cl *httpapi.Client, typ, id string, d time.Duration) (*httpapi.Job, error) {
+	deadline := time.Now().Add(d)
+	for {
+		left := time.Until(deadline)
+		j, err := cl.Wait(c.ctx, typ, id, fdbq.Finished, min(left, httpapi.MaxWait))
+		if err != nil {
+			return nil, err
+		}
+		if j.State == fdbq.Finished || time.Until(deadline) <= 0 {
+			return j, nil
+		}
+	}
+}
+
+func parseAt(s string) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		return time.Now().Add(d), nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, usagef("--at %q: want RFC 3339 (2026-01-02T15:04:05Z) or a delay (10m)", s)
+	}
+	return t, nil
+}
+
+func excerpt(b []byte) string {
+	if len(b) > 60 {
+		return string(b[:60]) + "…"
+	}
+	return string(b)
+}
+
+// enqueueFile reads the whole file first and refuses it if any line is
+// bad, so that a corrupt line enqueues nothing; then it sends the jobs in
+// batches (each batch is one transaction), reporting progress on stderr.
+func (c *cli) enqueueFile(cf *clientFlags, cl *httpapi.Client, typ, path string, batch int) error {
+	var r io.Reader = c.stdin
+	name := "stdin"
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		r, name = f, path
+	}
+	var jobs []httpapi.NewJob
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	line := 0
+	for sc.Scan() {
+		line++
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 {
+			continue
+		}
+		var nj httpapi.NewJob
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&nj); err != nil {
+			return fmt.Errorf("%s:%d: %v (nothing was enqueued)", name, line, err)
+		}
+		if dec.More() {
+			return fmt.Errorf("%s:%d: more than one JSON value on the line (nothing was enqueued)", name, line)
+		}
+		jobs = append(jobs, nj)
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("%s:%d: %v (nothing was enqueued)", name, line+1, err)
+	}
+	if len(jobs) == 0 {
+		return fmt.Errorf("%s: no jobs", name)
+	}
+	start := time.Now()
+	last := start
+	var done []*httpapi.Job
+	for i := 0; i < len(jobs); i += batch {
+		got, err := cl.EnqueueBatch(c.ctx, typ, jobs[i:min(i+batch, len(jobs))])
+		if err != nil {
+			return fmt.Errorf("after %d of %d jobs were enqueued (jobs %d–%d failed; enqueueing the file again resubmits the jobs with ids): %w",
+				i, len(jobs), i+1, min(i+batch, len(jobs)), err)
+		}
+		done = append(done, got...)
+		if now := time.Now(); now.Sub(last) >= time.Second || len(done) == len(jobs) {
+			fmt.Fprintf(c.stderr, "enqueued %d/%d (%.0f jobs/s)\n", len(done), len(jobs), float64(len(done))/now.Sub(start).Seconds())
+			last = now
+		}
+	}
+	if cf.json {
+		return c.printJSON(done)
+	}
+	fmt.Fprintf(c.stdout, "enqueued %d %s jobs\n", len(done), typ)
+	return nil
+}
+
+// jobCommand runs get, cancel, requeue and delete.
+func (c *cli) jobCommand(cmd string, args []string) error {
+	fs, cf := c.clientFlagSet(cmd, "TYPE ID")
+	pos, err := parse(fs, args, 2, 2)
+	if err != nil {
+		return err
+	}
+	cl := cf.client()
+	var j *httpapi.Job
+	switch cmd {
+	case "get":
+		j, err = cl.Get(c.ctx, pos[0], pos[1])
+	case "cancel":
+		j, err = cl.Cancel(c.ctx, pos[0], pos[1])
+	case "requeue":
+		j, err = cl.Requeue(c.ctx, pos[0], pos[1])
+	case "delete":
+		if err = cl.Delete(c.ctx, pos[0], pos[1]); err == nil {
+			if cf.json {
+				return c.printJSON(map[string]any{"deleted": true, "type": pos[0], "id": pos[1]})
+			}
+			fmt.Fprintf(c.stdout, "deleted %s %s\n", pos[0], pos[1])
+			return nil
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return c.printJob(cf, j)
+}
+
+func (c *cli) wait(args []string) error {
+	fs, cf := c.clientFlagSet("wait", "TYPE ID")
+	timeout := fs.Duration("timeout", time.Minute, "give up after this long")
+	pos, err := parse(fs, args, 2, 2)
+	if err != nil {
+		return err
+	}
+	j, err := c.waitFinished(cf.client(), pos[0], pos[1], *timeout)
+	if err != nil {
+		return err
+	}
+	if err := c.printJob(cf, j); err != nil {
+		return err
+	}
+	if j.State != fdbq.Finished {
+		return fmt.Errorf("not finished after %s (state %s)", *timeout, j.State)
+	}
+	return nil
+}
+
+func (c *cli) list(args []string) error {
+	fs, cf := c.clientFlagSet("list", "TYPE")
+	state := fs.String("state", "pending", "pending, running or finished")
+	limit := fs.Int("limit", 100, "jobs per page (at most 1000)")
+	cursor := fs.String("cursor", "", "the next-page cursor a previous list printed")
+	all := fs.Bool("all", false, "follow the pages to the end")
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	cl := cf.client()
+	o := httpapi.ListOptions{State: fdbq.State(*state), Limit: *limit, Cursor: *cursor}
+	var jobs []*httpapi.Job
+	next := ""
+	for {
+		page, err := cl.List(c.ctx, pos[0], o)
+		if err != nil {
+			return err
+		}
+		jobs = append(jobs, page.Jobs...)
+		next = page.Next
+		if !*all || next == "" {
+			break
+		}
+		o.Cursor = next
+	}
+	if cf.json {
+		return c.printJSON(httpapi.Page{Jobs: jobs, Next: next})
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tOUTCOME\tATTEMPTS\tPRIORITY\tSCHEDULED")
+	for _, j := range jobs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", j.ID, j.State, j.Outcome, j.Attempts, j.Priority, j.ScheduledAt.Local().Format(time.RFC3339))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if next != "" {
+		fmt.Fprintf(c.stderr, "more: jobstage list %s --state %s --cursor %s\n", pos[0], *state, next)
+	}
+	return nil
+}
+
+func (c *cli) types(args []string) error {
+	fs, cf := c.clientFlagSet("types", "")
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	ts, err := cf.client().Types(c.ctx)
+	if err != nil {
+		return err
+	}
+	if cf.json {
+		return c.printJSON(ts)
+	}
+	return c.printTypes(ts)
+}
+
+func (c *cli) printTypes(ts []*httpapi.TypeInfo) error {
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TYPE\tPENDING\tRUNNING\tFINISHED\tPAUSED\tACTIVITY TIMEOUT\tMAX ATTEMPTS")
+	for _, t := range ts {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%v\t%s\t%d\n", t.Name, t.Pending, t.Running, t.Finished, t.Settings.Paused,
+			time.Duration(t.Settings.ActivityTimeout), t.Settings.Retry.MaxAttempts)
+	}
+	return tw.Flush()
+}
+
+func (c *cli) pauseResume(cmd string, args []string) error {
+	fs, cf := c.clientFlagSet(cmd, "TYPE")
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	cl := cf.client()
+	var t *httpapi.TypeInfo
+	if cmd == "pause" {
+		t, err = cl.Pause(c.ctx, pos[0])
+	} else {
+		t, err = cl.Resume(c.ctx, pos[0])
+	}
+	if err != nil {
+		return err
+	}
+	if cf.json {
+		return c.printJSON(t)
+	}
+	return c.printTypes([]*httpapi.TypeInfo{t})
+}
+
+// apiError explains an error answer of the server in one line.
+func apiError(err error) string {
+	var ae *httpapi.APIError
+	if errors.As(err, &ae) {
+		return fmt.Sprintf("%s (HTTP %d): %s", ae.Code, ae.Status, ae.Message)
+	}
+	return strings.TrimPrefix(err.Error(), "httpapi: ")
+}

@@ -1,0 +1,414 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/httpapi"
+)
+
+// binary is the jobstage command built for these tests.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "jobstage-cmd-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "jobstage")
+	out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "building jobstage: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// waitLimit bounds every wait of these tests.
+const waitLimit = 60 * time.Second
+
+// serverProc is a `jobstage serve` process.
+type serverProc struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	url  string
+	logs *lockedBuffer
+	done chan error
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startServer runs `jobstage serve --config cfg` with env added to the
+// environment, logging JSON to a pipe, and returns once it listens.
+func startServer(t *testing.T, cfg string, env ...string) *serverProc {
+	t.Helper()
+	cmd := exec.Command(binary, "serve", "--config", cfg)
+	cmd.Env = append(append(os.Environ(), "JOBSTAGE_LOGGING__FORMAT=json", "JOBSTAGE_HTTP__LISTEN=127.0.0.1:0"), env...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &serverProc{t: t, cmd: cmd, logs: &lockedBuffer{}, done: make(chan error, 1)}
+	urls := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			line := sc.Bytes()
+			s.logs.Write(append(line, '\n'))
+			var rec struct{ Msg, URL string }
+			if json.Unmarshal(line, &rec) == nil && rec.Msg == "listening" {
+				urls <- rec.URL
+			}
+		}
+		s.done <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			<-s.done
+		}
+	})
+	select {
+	case s.url = <-urls:
+	case err := <-s.done:
+		t.Fatalf("jobstage serve exited before listening: %v\n%s", err, s.logs)
+	case <-time.After(waitLimit):
+		t.Fatalf("jobstage serve did not listen\n%s", s.logs)
+	}
+	return s
+}
+
+// stop sends SIGTERM and checks the server drains and exits cleanly.
+func (s *serverProc) stop() {
+	s.t.Helper()
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-s.done:
+		if err != nil {
+			s.t.Fatalf("jobstage serve exited with %v\n%s", err, s.logs)
+		}
+	case <-time.After(waitLimit):
+		s.t.Fatalf("jobstage serve did not stop\n%s", s.logs)
+	}
+}
+
+// kill kills the server with SIGKILL: nothing runs on its way out.
+func (s *serverProc) kill() {
+	s.t.Helper()
+	s.cmd.Process.Kill()
+	<-s.done
+}
+
+// jobstage runs a client command and returns its stdout, stderr and exit
+// status.
+func jobstage(t *testing.T, stdin string, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errOut.String(), code
+}
+
+func copyQuickstart(t *testing.T) (cfg, data string) {
+	t.Helper()
+	b, err := os.ReadFile("../../examples/quickstart.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfg = filepath.Join(dir, "quickstart.yaml")
+	if err := os.WriteFile(cfg, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, filepath.Join(dir, "data")
+}
+
+// TestQuickstart runs the README's quickstart: serve the example config,
+// enqueue a job with the CLI, see the exec handler finish it, and find it
+// in the metrics.
+func TestQuickstart(t *testing.T) {
+	cfg, data := copyQuickstart(t)
+	s := startServer(t, cfg, "JOBSTAGE_STORE__PATH="+data)
+
+	out, errOut, code := jobstage(t, "", "enqueue", "echo", `{"hello":"world"}`, "--id", "first", "--wait", "30s", "--json", "--server", s.url)
+	if code != 0 {
+		t.Fatalf("enqueue: exit %d: %s", code, errOut)
+	}
+	var j httpapi.Job
+	if err := json.Unmarshal([]byte(out), &j); err != nil {
+		t.Fatalf("enqueue --json: %v: %s", err, out)
+	}
+	if j.State != fdbq.Finished || j.Outcome != fdbq.Succeeded || compact(t, j.Result) != `{"hello":"world"}` {
+		t.Fatalf("job: %+v", j)
+	}
+
+	// The human output of get, and types with counts.
+	out, errOut, code = jobstage(t, "", "get", "echo", "first", "--server", s.url)
+	if code != 0 || !strings.Contains(out, "finished (succeeded)") || !strings.Contains(out, `{"hello":"world"}`) {
+		t.Fatalf("get: exit %d: %s%s", code, out, errOut)
+	}
+	out, _, code = jobstage(t, "", "types", "--json", "--server", s.url)
+	var types []httpapi.TypeInfo
+	if code != 0 || json.Unmarshal([]byte(out), &types) != nil || len(types) != 1 || types[0].Name != "echo" || types[0].Finished != 1 {
+		t.Fatalf("types: exit %d: %s", code, out)
+	}
+
+	// The metrics count the job as finished, with its type and outcome.
+	body := httpGet(t, s.url+"/metrics")
+	for _, want := range []string{
+		`jobstage_jobs_finished_total{outcome="succeeded",type="echo"} 1`,
+		`jobstage_jobs_enqueued_total{type="echo"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	s.stop()
+}
+
+func compact(t *testing.T, b []byte) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	return buf.String()
+}
+
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %s: %s", url, resp.Status, b)
+	}
+	return string(b)
+}
+
+const crashConfig = `
+store:
+  path: %s
+types:
+  slow:
+    activity_timeout: 2s
+    retry: {max_attempts: 10, backoff: constant, base: 10ms}
+pipelines:
+  slow:
+    type: slow
+    concurrency: 8
+    handler:
+      exec:
+        command: ["/bin/sh", "-c", "sleep 0.02; cat"]
+`
+
+// TestKillNineLosesNothing kills the server with SIGKILL while jobs are
+// being enqueued and worked, restarts it on the same store, and checks
+// that every job whose enqueue was acknowledged is there and finishes: the
+// ones running at the kill are taken back by the activity monitor.
+func TestKillNineLosesNothing(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "jobstage.yaml")
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, crashConfig, filepath.Join(dir, "data")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, cfg)
+	ctx := context.Background()
+	cl := httpapi.NewClient(s.url, "", nil)
+
+	// A bulk enqueue, acknowledged before the kill.
+	var lines strings.Builder
+	var acked []string
+	for i := range 200 {
+		fmt.Fprintf(&lines, "{\"id\":\"bulk-%d\",\"data\":{\"n\":%d}}\n", i, i)
+		acked = append(acked, fmt.Sprint("bulk-", i))
+	}
+	jobsFile := filepath.Join(dir, "jobs.jsonl")
+	if err := os.WriteFile(jobsFile, []byte(lines.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := jobstage(t, "", "enqueue", "slow", "--file", jobsFile, "--batch", "50", "--server", s.url); code != 0 {
+		t.Fatalf("bulk enqueue: exit %d: %s", code, errOut)
+	}
+
+	// One at a time until the kill: every acknowledged one counts.
+	stop := make(chan struct{})
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			id := fmt.Sprint("single-", i)
+			if _, err := cl.Enqueue(ctx, "slow", httpapi.NewJob{ID: id, Data: json.RawMessage(`{"single":true}`)}); err != nil {
+				return // the server is gone
+			}
+			mu.Lock()
+			acked = append(acked, id)
+			mu.Unlock()
+		}
+	}()
+
+	// Kill once some jobs have finished and others are surely running.
+	if j, err := cl.Wait(ctx, "slow", "bulk-40", fdbq.Finished, 30*time.Second); err != nil || j.State != fdbq.Finished {
+		t.Fatalf("bulk-40 not finished before the kill: %v %+v", err, j)
+	}
+	s.kill()
+	close(stop)
+	wg.Wait()
+
+	s = startServer(t, cfg)
+	cl = httpapi.NewClient(s.url, "", nil)
+	mu.Lock()
+	defer mu.Unlock()
+	for _, id := range acked {
+		j, err := cl.Wait(ctx, "slow", id, fdbq.Finished, 30*time.Second)
+		if err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+		if j.State != fdbq.Finished || j.Outcome != fdbq.Succeeded {
+			t.Fatalf("%s lost or unfinished after restart: %+v", id, j)
+		}
+		want := `{"single":true}`
+		if strings.HasPrefix(id, "bulk-") {
+			want = fmt.Sprintf(`{"n":%s}`, strings.TrimPrefix(id, "bulk-"))
+		}
+		if string(j.Result) != want {
+			t.Fatalf("%s: result %s, want %s", id, j.Result, want)
+		}
+	}
+	t.Logf("%d acknowledged jobs all finished after kill -9 and restart", len(acked))
+	s.stop()
+}
+
+// TestBadConfigRefused: serve and config lint refuse a bad config, naming
+// each problem with its position, and start nothing.
+func TestBadConfigRefused(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "bad.yaml")
+	bad := "store:\n  path: " + filepath.Join(dir, "data") + "\ntypes:\n  echo:\n    activity_timeout: soon\npipelines:\n  p:\n    type: missing\n    handler:\n      exec: {command: [cat]}\n"
+	if err := os.WriteFile(cfg, []byte(bad), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"config", "lint", cfg}, {"serve", "--config", cfg}} {
+		_, errOut, code := jobstage(t, "", args...)
+		if code != 1 {
+			t.Errorf("%v: exit %d, want 1: %s", args, code, errOut)
+		}
+		for _, want := range []string{cfg + ":5:23:", "soon", cfg + ":8:11:", "missing"} {
+			if !strings.Contains(errOut, want) {
+				t.Errorf("%v: output lacks %q:\n%s", args, want, errOut)
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "data")); !os.IsNotExist(err) {
+		t.Errorf("serve created the store of a refused config: %v", err)
+	}
+	out, _, code := jobstage(t, "", "config", "lint", "../../examples/quickstart.yaml")
+	if code != 0 || !strings.Contains(out, "ok") {
+		t.Errorf("quickstart lint: exit %d: %s", code, out)
+	}
+	docs, err := os.ReadFile("../../docs/config.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, _, _ := jobstage(t, "", "config", "docs"); out != string(docs) {
+		t.Error("jobstage config docs differs from docs/config.md")
+	}
+}
+
+// TestClientErrors: client commands explain the server's refusals and bad
+// input, with exit status 1 (refused) or 2 (bad usage).
+func TestClientErrors(t *testing.T) {
+	cfg, data := copyQuickstart(t)
+	s := startServer(t, cfg, "JOBSTAGE_STORE__PATH="+data)
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"enqueue", "nosuchtype", "{}"}, 1, "unknown_type"},
+		{[]string{"enqueue", "echo", "{not json"}, 2, "not valid JSON"},
+		{[]string{"get", "echo", "nosuchjob"}, 1, "not_found"},
+		{[]string{"get", "echo"}, 2, "want 2 argument(s)"},
+		{[]string{"list", "echo", "--state", "sleeping"}, 1, "invalid"},
+		{[]string{"frobnicate"}, 2, "unknown command"},
+	}
+	for _, c := range cases {
+		args := append(c.args, "--server", s.url)
+		if c.args[0] == "frobnicate" {
+			args = c.args
+		}
+		_, errOut, code := jobstage(t, "", args...)
+		if code != c.code || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d mentioning %q", c.args, code, errOut, c.code, c.want)
+		}
+	}
+	// A corrupt line in a bulk file enqueues nothing.
+	file := filepath.Join(t.TempDir(), "jobs.jsonl")
+	os.WriteFile(file, []byte("{\"id\":\"a\"}\n{\"id\":\"b\",}\n"), 0o600)
+	_, errOut, code := jobstage(t, "", "enqueue", "echo", "--file", file, "--server", s.url)
+	if code != 1 || !strings.Contains(errOut, "jobs.jsonl:2:") || !strings.Contains(errOut, "nothing was enqueued") {
+		t.Errorf("corrupt bulk file: exit %d: %s", code, errOut)
+	}
+	if _, errOut, code := jobstage(t, "", "get", "echo", "a", "--server", s.url); code != 1 || !strings.Contains(errOut, "not_found") {
+		t.Errorf("job a of a refused file exists: exit %d: %s", code, errOut)
+	}
+	s.stop()
+}

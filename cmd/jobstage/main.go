@@ -1,0 +1,138 @@
+// Command jobstage runs jobstage from a YAML file and talks to a running
+// server.
+//
+//	jobstage serve --config jobstage.yaml      run the store, pipelines, HTTP API and metrics
+//	jobstage enqueue TYPE [DATA]               add a job (DATA is JSON; - reads stdin)
+//	jobstage enqueue TYPE --file jobs.jsonl    add many, one JSON job per line
+//	jobstage get TYPE ID                       show a job
+//	jobstage list TYPE [--state S]             list jobs
+//	jobstage wait TYPE ID                      wait until a job finishes
+//	jobstage cancel|requeue|delete TYPE ID     change a job
+//	jobstage types                             list job types with their counts
+//	jobstage pause|resume TYPE                 stop or restart accepting a type's jobs
+//	jobstage config lint FILE                  check a config file
+//	jobstage config docs                       print the config reference
+//	jobstage bench                             measure jobstage on this machine
+//	jobstage version                           print the version
+//
+// Client commands reach the server at --server (default $JOBSTAGE_SERVER,
+// else http://127.0.0.1:8080) with the bearer token in $JOBSTAGE_TOKEN,
+// and print JSON with --json.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// errUsage marks errors in how the command was called; they exit with
+// status 2, other errors with 1.
+var errUsage = errors.New("usage")
+
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string   { return e.msg }
+func (e *usageError) Is(t error) bool { return t == errUsage }
+
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Sprintf(format, args...)}
+}
+
+const usage = `usage: jobstage <command> [flags] [args]
+
+commands:
+  serve --config FILE        run jobstage from a config file
+  enqueue TYPE [DATA|-]      add a job; --file FILE adds one job per JSON line
+  get TYPE ID                show a job
+  list TYPE                  list jobs (--state, --limit, --cursor, --all)
+  wait TYPE ID               wait until a job is finished (--timeout)
+  cancel TYPE ID             cancel a pending or running job
+  requeue TYPE ID            run a failed or canceled job again
+  delete TYPE ID             remove a job
+  types                      list job types
+  pause TYPE | resume TYPE   stop or restart accepting a type's jobs
+  config lint FILE           check a config file
+  config docs                print the config reference (markdown)
+  bench                      measure throughput and latency on this machine
+  version                    print the version
+
+Client commands take --server URL (default $JOBSTAGE_SERVER or
+http://127.0.0.1:8080) and --json; the token comes from $JOBSTAGE_TOKEN.
+Run 'jobstage <command> -h' for a command's flags.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run runs one command and returns the process's exit status.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	env := &cli{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr}
+	var err error
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "serve":
+		err = env.serve(rest)
+	case "enqueue":
+		err = env.enqueue(rest)
+	case "get", "cancel", "requeue", "delete":
+		err = env.jobCommand(cmd, rest)
+	case "list":
+		err = env.list(rest)
+	case "wait":
+		err = env.wait(rest)
+	case "types":
+		err = env.types(rest)
+	case "pause", "resume":
+		err = env.pauseResume(cmd, rest)
+	case "config":
+		err = env.config(rest)
+	case "bench":
+		err = env.bench(rest)
+	case "version":
+		err = env.version(rest)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "jobstage: unknown command %q\n\n%s", cmd, usage)
+		return 2
+	}
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, errHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		fmt.Fprintf(stderr, "jobstage %s: %v\n", args[0], err)
+		return 2
+	case errors.Is(err, errReported):
+		return 1
+	default:
+		fmt.Fprintf(stderr, "jobstage %s: %s\n", args[0], apiError(err))
+		return 1
+	}
+}
+
+// errReported is returned by commands that printed their own failure
+// (config lint prints every problem); the exit status is 1.
+var errReported = errors.New("reported")
+
+// errHelp is returned when -h asked for a command's flags.
+var errHelp = errors.New("help")
+
+type cli struct {
+	ctx            context.Context
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}

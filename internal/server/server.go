@@ -1,0 +1,300 @@
+// Package server assembles a jobstage server from a config: the store,
+// the jobs layer with the configured types, the activity monitor, one
+// pipeline per configured pipeline with its built-in handler, the HTTP
+// API and the metrics — as fx modules, the same ones an application that
+// embeds jobstage composes.
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxevent"
+
+	"github.com/jobstage/jobstage/config"
+	"github.com/jobstage/jobstage/consumer"
+	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/handlers"
+	"github.com/jobstage/jobstage/httpapi"
+	"github.com/jobstage/jobstage/kv"
+	"github.com/jobstage/jobstage/metrics"
+	"github.com/jobstage/jobstage/pipeline"
+	"github.com/jobstage/jobstage/producer"
+)
+
+// Server is a configured jobstage server.
+type Server struct {
+	app   *fx.App
+	addr  atomic.Value // string: the HTTP listener's address once started
+	ready atomic.Bool
+	q     *fdbq.Queue
+	log   *slog.Logger
+}
+
+// New assembles a server from cfg, which must have passed config.Load.
+// Nothing runs until Start.
+func New(cfg *config.Config, log *slog.Logger) (*Server, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	if err := httpapi.CheckListen(cfg.HTTP.Listen, len(cfg.HTTP.Tokens)); err != nil {
+		return nil, err
+	}
+	s := &Server{log: log}
+	s.addr.Store("")
+	opts := []fx.Option{
+		fx.WithLogger(func() fxevent.Logger { return &fxLogger{log: log} }),
+		fx.Supply(cfg, log),
+		storeModule(cfg.Store),
+		fx.Supply(fdbq.Options{Prefix: cfg.Store.KeyPrefix()}),
+		fdbq.Module,
+		fx.Provide(newMetrics),
+		fx.Provide(func(m *metrics.Metrics) fdbq.MonitorOptions {
+			return fdbq.MonitorOptions{Logger: log, OnSweep: m.OnSweep}
+		}),
+		fdbq.MonitorModule,
+		pipeline.Module,
+		fx.Invoke(s.serveHTTP),
+		fx.Populate(&s.q),
+	}
+	for _, name := range sortedKeys(cfg.Types) {
+		opts = append(opts, fdbq.DeclareType(name, cfg.Types[name].Settings()))
+	}
+	for _, name := range sortedKeys(cfg.Pipelines) {
+		opts = append(opts, pipeline.Provide(pipelineConstructor(name, cfg.Pipelines[name], log)))
+	}
+	s.app = fx.New(opts...)
+	if err := s.app.Err(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Start opens the store, registers the types, starts the monitor and the
+// pipelines, and then the HTTP listener.
+func (s *Server) Start(ctx context.Context) error {
+	if err := s.app.Start(ctx); err != nil {
+		return err
+	}
+	s.ready.Store(true)
+	return nil
+}
+
+// Stop stops the HTTP listener, drains the pipelines (jobs accepted but
+// not started go back to pending at once; running handlers get their
+// drain timeout), stops the monitor and closes the store.
+func (s *Server) Stop(ctx context.Context) error {
+	s.ready.Store(false)
+	return s.app.Stop(ctx)
+}
+
+// Addr is the HTTP listener's address once started.
+func (s *Server) Addr() string { return s.addr.Load().(string) }
+
+// Queue is the server's jobs layer once started.
+func (s *Server) Queue() *fdbq.Queue { return s.q }
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+type metricsOut struct {
+	fx.Out
+	Metrics  *metrics.Metrics
+	Gatherer prometheus.Gatherer
+}
+
+func newMetrics(q *fdbq.Queue, db *kv.DB) (metricsOut, error) {
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg, q)
+	if err != nil {
+		return metricsOut{}, err
+	}
+	m.ObserveStore(db)
+	return metricsOut{Metrics: m, Gatherer: reg}, nil
+}
+
+// pipelineConstructor returns the fx constructor of a configured
+// pipeline: a producer for its type, the metrics stage, and a consumer
+// running its built-in handler.
+func pipelineConstructor(name string, pc config.Pipeline, log *slog.Logger) func(*fdbq.Queue, *metrics.Metrics) (*pipeline.Pipeline, error) {
+	return func(q *fdbq.Queue, m *metrics.Metrics) (*pipeline.Pipeline, error) {
+		h, err := handler(pc.Handler)
+		if err != nil {
+			return nil, fmt.Errorf("pipeline %s: %w", name, err)
+		}
+		c, err := consumer.New(h, consumer.Options{
+			Name: name, Concurrency: pc.Concurrency, MaxDemand: pc.MaxDemand, MinDemand: pc.MinDemand, JobTimeout: pc.Timeout,
+		},
+			metrics.Middleware[json.RawMessage, json.RawMessage](m),
+			consumer.Logging[json.RawMessage, json.RawMessage](log.With("pipeline", name)),
+			consumer.Recover[json.RawMessage, json.RawMessage](),
+		)
+		if err != nil {
+			return nil, fmt.Errorf("pipeline %s: %w", name, err)
+		}
+		p, err := pipeline.From(producer.New(q, pc.Type, producer.Options{Logger: log})).
+			Via(m.Stage()).
+			To(c).
+			WithOptions(pipeline.Options{BatchFinish: true, Logger: log.With("pipeline", name)}).
+			Build()
+		if err != nil {
+			return nil, fmt.Errorf("pipeline %s: %w", name, err)
+		}
+		m.ObservePipeline(name, pc.Type, p)
+		return p, nil
+	}
+}
+
+func handler(h config.Handler) (consumer.Handler[json.RawMessage, json.RawMessage], error) {
+	switch {
+	case h.Exec != nil:
+		return handlers.Exec(handlers.ExecOptions{Command: h.Exec.Command, Dir: h.Exec.Dir, Env: h.Exec.Env, MaxOutput: h.Exec.MaxOutput})
+	case h.HTTP != nil:
+		return handlers.HTTP(handlers.HTTPOptions{URL: h.HTTP.URL, Headers: h.HTTP.Headers, Timeout: h.HTTP.Timeout})
+	}
+	return nil, errors.New("no handler configured")
+}
+
+type httpParams struct {
+	fx.In
+	LC       fx.Lifecycle
+	Config   *config.Config
+	Queue    *fdbq.Queue
+	Metrics  *metrics.Metrics
+	Gatherer prometheus.Gatherer
+	Log      *slog.Logger
+}
+
+// serveHTTP starts the HTTP API last and stops it first.
+func (s *Server) serveHTTP(p httpParams) error {
+	hc := p.Config.HTTP
+	tokens := make([]httpapi.Token, 0, len(hc.Tokens))
+	for _, t := range hc.Tokens {
+		tokens = append(tokens, httpapi.Token{Name: t.Name, Role: httpapi.Role(t.Role), Secret: t.Value})
+	}
+	api, err := httpapi.New(p.Queue, httpapi.Options{
+		Tokens:       tokens,
+		MaxBodyBytes: hc.MaxBodyBytes,
+		Logger:       p.Log,
+		Ready: func() error {
+			if !s.ready.Load() {
+				return errors.New("not started, or stopping")
+			}
+			return nil
+		},
+		Metrics:     p.Metrics.Handler(p.Gatherer),
+		MetricsPath: p.Config.Metrics.Path,
+		Observe:     p.Metrics.HTTPObserve,
+		OnEnqueue:   p.Metrics.Enqueued,
+	})
+	if err != nil {
+		return err
+	}
+	// Long polls (accept, wait) hold requests for up to a minute; stop
+	// cancels them through the base context once the quick requests have
+	// had their grace period.
+	baseCtx, cancelBase := context.WithCancel(context.Background())
+	srv := &http.Server{
+		Handler:           api,
+		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(p.Log.Handler(), slog.LevelWarn),
+	}
+	done := make(chan struct{})
+	p.LC.Append(fx.Hook{
+		OnStart: func(ctx context.Context) error {
+			ln, err := net.Listen("tcp", hc.Listen)
+			if err != nil {
+				return err
+			}
+			if hc.TLS.CertFile != "" {
+				cert, err := tls.LoadX509KeyPair(hc.TLS.CertFile, hc.TLS.KeyFile)
+				if err != nil {
+					ln.Close()
+					return fmt.Errorf("http tls: %w", err)
+				}
+				ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+			}
+			s.addr.Store(ln.Addr().String())
+			scheme := "http"
+			if hc.TLS.CertFile != "" {
+				scheme = "https"
+			}
+			if len(tokens) == 0 {
+				p.Log.Warn("no API tokens configured: serving loopback clients only", "addr", ln.Addr().String())
+			}
+			p.Log.Info("listening", "url", scheme+"://"+ln.Addr().String())
+			go func() {
+				defer close(done)
+				if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+					p.Log.Error("http server", "err", err)
+				}
+			}()
+			return nil
+		},
+		OnStop: func(ctx context.Context) error {
+			defer cancelBase()
+			grace, cancel := context.WithTimeout(ctx, shutdownGrace)
+			err := srv.Shutdown(grace)
+			cancel()
+			if err != nil && ctx.Err() == nil {
+				cancelBase()
+				err = srv.Shutdown(ctx)
+			}
+			<-done
+			return err
+		},
+	})
+	return nil
+}
+
+// shutdownGrace is how long a stopping server lets requests finish before
+// it cancels the ones still running (long polls).
+const shutdownGrace = 2 * time.Second
+
+// fxLogger reports fx's failures through the server's logger and keeps
+// its routine events at debug level.
+type fxLogger struct{ log *slog.Logger }
+
+func (l *fxLogger) LogEvent(e fxevent.Event) {
+	switch e := e.(type) {
+	case *fxevent.OnStartExecuted:
+		if e.Err != nil {
+			l.log.Error("start failed", "hook", e.FunctionName, "err", e.Err)
+		}
+	case *fxevent.OnStopExecuted:
+		if e.Err != nil {
+			l.log.Error("stop failed", "hook", e.FunctionName, "err", e.Err)
+		}
+	case *fxevent.Invoked:
+		if e.Err != nil {
+			l.log.Error("invoke failed", "function", e.FunctionName, "err", e.Err)
+		}
+	case *fxevent.Provided:
+		if e.Err != nil {
+			l.log.Error("provide failed", "err", e.Err)
+		}
+	case *fxevent.Started:
+		if e.Err != nil {
+			l.log.Error("start failed", "err", e.Err)
+		}
+	}
+}
