@@ -3,9 +3,9 @@ package dashboards_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -18,17 +18,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/jobstage/jobstage/consumer"
+	"github.com/jobstage/jobstage/config"
 	"github.com/jobstage/jobstage/dashboards"
 	"github.com/jobstage/jobstage/fdbq"
-	"github.com/jobstage/jobstage/handlers"
-	"github.com/jobstage/jobstage/kv"
-	"github.com/jobstage/jobstage/kv/embedded"
-	"github.com/jobstage/jobstage/metrics"
-	"github.com/jobstage/jobstage/pipeline"
-	"github.com/jobstage/jobstage/producer"
+	"github.com/jobstage/jobstage/httpapi"
+	"github.com/jobstage/jobstage/internal/server"
 )
 
 // waitLimit bounds the waits for jobs; promLimit the wait for Prometheus to
@@ -219,103 +213,82 @@ func TestPanelsQueryARealPrometheus(t *testing.T) {
 	}
 }
 
-// runJobstage runs jobstage's parts in this process — the embedded store,
-// two pipelines (a Go handler and the exec handler) with jobs that succeed,
-// fail and are retried, the activity monitor, and the metrics endpoint on a
-// real port — and returns the endpoint's address once every job finished.
+// serverConfig is the jobstage of the test: two exec pipelines whose jobs
+// succeed, or fail and are retried once, on the embedded store.
+const serverConfig = `
+store:
+  path: %s
+types:
+  email:
+    retry: {max_attempts: 2, backoff: constant, base: 1ms}
+  resize:
+    retry: {max_attempts: 2, backoff: constant, base: 1ms}
+pipelines:
+  mailer:
+    type: email
+    concurrency: 2
+    handler:
+      exec:
+        command: ["/bin/sh", "-c", 'd=$(cat); case "$d" in *fail*) echo "mailbox full" >&2; exit 1;; esac; echo sent']
+  resizer:
+    type: resize
+    concurrency: 2
+    handler:
+      exec:
+        command: ["/bin/sh", "-c", 'd=$(cat); case "$d" in *fail*) echo "cannot resize" >&2; exit 1;; esac; echo "$d"']
+http:
+  listen: 127.0.0.1:0
+`
+
+// runJobstage runs a jobstage server as ` + "`jobstage serve`" + ` assembles it —
+// the embedded store, the activity monitor, two pipelines of the exec
+// handler, the HTTP API and its metrics route on a real port — enqueues
+// jobs that succeed, fail and are retried through the API, an external
+// worker takes one through the API, and returns the server's address once
+// every job finished.
 func runJobstage(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
-	st, err := embedded.Open(t.TempDir(), embedded.Options{})
+	cfg, problems := config.Parse("dashboards-test.yaml", fmt.Appendf(nil, serverConfig, filepath.Join(t.TempDir(), "data")), nil)
+	if len(problems) > 0 {
+		t.Fatalf("config: %v", problems)
+	}
+	srv, err := server.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	db := kv.NewDB(st, kv.Options{})
-	t.Cleanup(func() { db.Close() })
-	q := fdbq.New(db, fdbq.Options{})
+	if err := srv.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stopCtx, cancel := context.WithTimeout(ctx, waitLimit)
+		defer cancel()
+		if err := srv.Stop(stopCtx); err != nil {
+			t.Error(err)
+		}
+	})
+	cl := httpapi.NewClient("http://"+srv.Addr(), "", nil)
+
+	byType := map[string][]string{}
 	for _, typ := range []string{"email", "resize"} {
-		s := fdbq.DefaultTypeSettings()
-		s.Retry = fdbq.RetryPolicy{MaxAttempts: 2, Backoff: fdbq.Constant, Base: time.Millisecond}
-		if err := q.SetType(ctx, db, typ, s); err != nil {
+		var jobs []httpapi.NewJob
+		for i := range 6 {
+			data := `{}`
+			if i%3 == 0 {
+				data = `{"fail":true}`
+			}
+			id := typ + strconv.Itoa(i)
+			jobs = append(jobs, httpapi.NewJob{ID: id, Data: json.RawMessage(data)})
+			byType[typ] = append(byType[typ], id)
+		}
+		if _, err := cl.EnqueueBatch(ctx, typ, jobs); err != nil {
 			t.Fatal(err)
 		}
 	}
-	reg := prometheus.NewRegistry()
-	m, err := metrics.New(reg, q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.ObserveStore(db)
-
-	mon := fdbq.NewMonitor(q, fdbq.MonitorOptions{OnSweep: m.OnSweep})
-	stats, err := mon.Sweep(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.OnSweep(stats)
-
-	type email struct {
-		Fail bool `json:"fail"`
-	}
-	send := func(_ context.Context, j *consumer.Job[email]) (string, error) {
-		if j.Data.Fail {
-			return "", errors.New("mailbox full")
-		}
-		return "sent", nil
-	}
-	ce, err := consumer.New(send, consumer.Options{Concurrency: 2}, metrics.Middleware[email, string](m))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resize, err := handlers.Exec(handlers.ExecOptions{Command: []string{"/bin/sh", "-c", `d=$(cat); case "$d" in *fail*) echo "cannot resize" >&2; exit 1;; esac; echo "$d"`}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cr, err := consumer.New(resize, consumer.Options{Concurrency: 2}, metrics.Middleware[json.RawMessage, json.RawMessage](m))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, pl := range []struct {
-		name, typ string
-		c         *consumer.Consumer
-	}{{"mailer", "email", ce}, {"resizer", "resize", cr}} {
-		p, err := pipeline.From(producer.New(q, pl.typ, producer.Options{})).Via(m.Stage()).To(pl.c).Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		m.ObservePipeline(pl.name, pl.typ, p)
-		if err := p.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { p.Stop(ctx) })
-	}
-
-	var jobs []fdbq.NewJob
-	for i := range 6 {
-		data := `{}`
-		if i%3 == 0 {
-			data = `{"fail":true}`
-		}
-		jobs = append(jobs, fdbq.NewJob{Type: "email", ID: "e" + strconv.Itoa(i), Data: json.RawMessage(data)})
-		jobs = append(jobs, fdbq.NewJob{Type: "resize", ID: "r" + strconv.Itoa(i), Data: json.RawMessage(data)})
-	}
-	start := time.Now()
-	if _, err := q.AddBatch(ctx, db, jobs); err != nil {
-		t.Fatal(err)
-	}
-	m.Enqueued("email", 6)
-	m.Enqueued("resize", 6)
-	m.HTTPObserve("POST /v1/types/{type}/jobs", http.StatusCreated, time.Since(start))
 	wctx, cancel := context.WithTimeout(ctx, waitLimit)
 	defer cancel()
-	for _, typ := range []string{"email", "resize"} {
-		ids := []string{}
-		for _, j := range jobs {
-			if j.Type == typ {
-				ids = append(ids, j.ID)
-			}
-		}
-		res, err := q.Wait(wctx, typ, ids, fdbq.Finished)
+	for typ, ids := range byType {
+		res, err := srv.Queue().Wait(wctx, typ, ids, fdbq.Finished)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -325,25 +298,24 @@ func runJobstage(t *testing.T) string {
 			}
 		}
 	}
-
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	// A type worked by an external worker through the API alone.
+	if _, err := cl.SetType(ctx, "report", httpapi.TypeSettings{
+		ActivityTimeout: httpapi.Duration(30 * time.Second),
+		Retry:           httpapi.RetryPolicy{MaxAttempts: 1, Backoff: fdbq.Constant, Base: httpapi.Duration(time.Second)},
+	}); err != nil {
 		t.Fatal(err)
 	}
-	h := m.Handler(reg)
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		began := time.Now()
-		if r.URL.Path != "/metrics" {
-			http.NotFound(w, r)
-			m.HTTPObserve("unknown", http.StatusNotFound, time.Since(began))
-			return
-		}
-		h.ServeHTTP(w, r)
-		m.HTTPObserve("GET /metrics", http.StatusOK, time.Since(began))
-	})}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	return ln.Addr().String()
+	if _, err := cl.Enqueue(ctx, "report", httpapi.NewJob{ID: "r1"}); err != nil {
+		t.Fatal(err)
+	}
+	ls, err := cl.Accept(ctx, "report", httpapi.AcceptRequest{Max: 1, Wait: httpapi.Duration(waitLimit)})
+	if err != nil || len(ls) != 1 {
+		t.Fatalf("external accept: %v, %d jobs", err, len(ls))
+	}
+	if err := cl.Finish(ctx, ls[0], json.RawMessage(`"done"`)); err != nil {
+		t.Fatal(err)
+	}
+	return srv.Addr()
 }
 
 // startPrometheus runs Prometheus on a free loopback port, scraping addr

@@ -61,6 +61,12 @@ type Options struct {
 	// OnEnqueue, when set, is called after an enqueue committed, with the
 	// type and the number of jobs.
 	OnEnqueue func(typ string, n int)
+	// OnAccept, when set, is called with the jobs an external worker
+	// accepted, after the accept committed and before they are answered.
+	OnAccept func(leases []*fdbq.Lease)
+	// OnOutcome, when set, is called after an external worker's finish
+	// ("succeeded") or fail ("failed") committed.
+	OnOutcome func(typ, outcome string)
 }
 
 // Server is the HTTP API over a queue. It is an http.Handler; the caller

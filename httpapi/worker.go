@@ -49,6 +49,9 @@ func (s *Server) accept(w http.ResponseWriter, r *http.Request) error {
 		}
 		return r.Context().Err()
 	}
+	if s.o.OnAccept != nil && len(leases) > 0 {
+		s.o.OnAccept(leases)
+	}
 	out := acceptAnswer{Jobs: make([]*Lease, len(leases))}
 	for i, l := range leases {
 		out.Jobs[i] = &Lease{Job: *toJob(&l.Job), Lock: l.Lock}
@@ -87,6 +90,9 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request) error {
 	if err := s.q.Finish(r.Context(), s.db, lease(typ, id, b.Lock), b.Result); err != nil {
 		return err
 	}
+	if s.o.OnOutcome != nil {
+		s.o.OnOutcome(typ, "succeeded")
+	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -104,6 +110,9 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request) error {
 	}
 	if err := s.q.Fail(r.Context(), s.db, lease(typ, id, b.Lock), b.Error); err != nil {
 		return err
+	}
+	if s.o.OnOutcome != nil {
+		s.o.OnOutcome(typ, "failed")
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil

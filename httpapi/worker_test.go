@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -244,5 +245,54 @@ func TestWorkerFailRetries(t *testing.T) {
 	j, err := c.Get(ctx, "email", "f")
 	if err != nil || j.State != fdbq.Pending || j.Error != "try again" || j.Attempts != 1 || !j.ScheduledAt.After(j.StartedAt) {
 		t.Fatalf("after a failed attempt with one left: %+v %v", j, err)
+	}
+}
+
+func TestWorkerHooksSeeCommittedOutcomes(t *testing.T) {
+	var mu sync.Mutex
+	var events []string
+	record := func(s string) { mu.Lock(); events = append(events, s); mu.Unlock() }
+	e := newEnv(t, httpapi.Options{
+		OnAccept: func(ls []*fdbq.Lease) {
+			for _, l := range ls {
+				record("accept " + l.Type + " " + l.ID)
+			}
+		},
+		OnOutcome: func(typ, outcome string) { record(outcome + " " + typ) },
+	})
+	ctx := context.Background()
+	c := e.client("")
+	for _, id := range []string{"a", "b"} {
+		if _, err := c.Enqueue(ctx, "email", httpapi.NewJob{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ls, err := c.Accept(ctx, "email", httpapi.AcceptRequest{Max: 2})
+	if err != nil || len(ls) != 2 {
+		t.Fatalf("accept: %v, %d jobs", err, len(ls))
+	}
+	byID := map[string]*httpapi.Lease{ls[0].ID: ls[0], ls[1].ID: ls[1]}
+	if err := c.Finish(ctx, byID["a"], nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Fail(ctx, byID["b"], "boom"); err != nil {
+		t.Fatal(err)
+	}
+	// A refused finish (a lock that is not the job's) is no outcome.
+	stale := *byID["b"]
+	stale.Lock = "not-the-lock"
+	if err := c.Finish(ctx, &stale, nil); err == nil {
+		t.Fatal("finish with a wrong lock succeeded")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	got := strings.Join(events, "; ")
+	want := "accept email a; accept email b; succeeded email; failed email"
+	if len(events) == 4 && events[0] > events[1] {
+		events[0], events[1] = events[1], events[0]
+		got = strings.Join(events, "; ")
+	}
+	if got != want {
+		t.Fatalf("hooks saw %q, want %q", got, want)
 	}
 }

@@ -203,6 +203,8 @@ func (s *Server) serveHTTP(p httpParams) error {
 		MetricsPath: p.Config.Metrics.Path,
 		Observe:     p.Metrics.HTTPObserve,
 		OnEnqueue:   p.Metrics.Enqueued,
+		OnAccept:    p.Metrics.Accepted,
+		OnOutcome:   p.Metrics.Finished,
 	})
 	if err != nil {
 		return err
