@@ -240,9 +240,6 @@ func (s *Server) serveHTTP(p httpParams) error {
 			if hc.TLS.CertFile != "" {
 				scheme = "https"
 			}
-			if len(tokens) == 0 {
-				p.Log.Warn("no API tokens configured: serving loopback clients only", "addr", ln.Addr().String())
-			}
 			p.Log.Info("listening", "url", scheme+"://"+ln.Addr().String())
 			go func() {
 				defer close(done)
