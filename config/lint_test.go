@@ -321,3 +321,13 @@ func TestAliasBomb(t *testing.T) {
 		t.Errorf("problem 9 = %s, want %s", got, want)
 	}
 }
+
+// An explicit min_demand of 0 would be read by the consumer as "the
+// default", so the config refuses it rather than run something else.
+func TestMinDemandZeroRefused(t *testing.T) {
+	yaml := "types: {t: {}}\npipelines:\n  p:\n    type: t\n    max_demand: 8\n    min_demand: 0\n    handler: {exec: {command: [cat]}}\n"
+	_, problems := config.Parse("f.yaml", []byte(yaml), nil)
+	if len(problems) != 1 || !strings.Contains(problems[0].String(), "f.yaml:6:17: pipelines.p.min_demand:") {
+		t.Fatalf("problems: %v", problems)
+	}
+}

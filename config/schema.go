@@ -124,7 +124,7 @@ var schema = object("", "",
 		leaf("max_demand", "Jobs the pipeline asks for up front; those beyond `concurrency` wait, already accepted, so that a handler finds its next job at once.").
 			computed("2 × concurrency").atLeast(1),
 		leaf("min_demand", "The level of outstanding demand at which the pipeline asks for more; below `max_demand`.").
-			computed("max_demand / 2").atLeast(0),
+			computed("max_demand / 2").atLeast(1),
 		leaf("timeout", "Bound on one attempt; when it passes the handler is stopped (an exec command is killed) and the attempt fails. 0: none.").
 			byDefault("0s"),
 		object("handler", "What runs each job: exactly one of `exec` and `http`.",
