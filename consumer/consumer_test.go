@@ -276,3 +276,42 @@ func TestProgress(t *testing.T) {
 		t.Errorf("progress of a canceled job: %v, want ErrHalt", err)
 	}
 }
+
+// TestResultTooLargeFailsTheAttempt: a result that would take the job past
+// its size limit fails the attempt with the reason, at once.
+func TestResultTooLargeFailsTheAttempt(t *testing.T) {
+	for _, batch := range []bool{false, true} {
+		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) {
+			q := newQueue(t, nil)
+			ls := leases(t, q, 2)
+			c, err := consumer.New(func(ctx context.Context, j *consumer.Job[num]) (string, error) {
+				if j.Data.N == 1 {
+					return strings.Repeat("x", fdbq.MaxDataSize), nil
+				}
+				return "small", nil
+			}, consumer.Options{Concurrency: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := consumer.EnvelopeOptions{}
+			if batch {
+				f := consumer.NewBatchFinisher(q, 16)
+				defer f.Close()
+				o.Finisher = f
+			}
+			in := make(chan *consumer.Envelope, 2)
+			for _, l := range ls {
+				in <- consumer.NewEnvelope(context.Background(), q, l, o)
+			}
+			close(in)
+			serve(t, c, in)
+			if j := get(t, q, "j000"); j.Outcome != fdbq.Succeeded || string(j.Result) != `"small"` {
+				t.Errorf("small result: %s %s", j.Outcome, j.Result)
+			}
+			j := get(t, q, "j001")
+			if j.State != fdbq.Finished || j.Outcome != fdbq.Failed || !strings.Contains(j.Error, "result not stored") || !strings.Contains(j.Error, "too large") {
+				t.Errorf("oversized result: %s %s %q", j.State, j.Outcome, j.Error)
+			}
+		})
+	}
+}

@@ -191,6 +191,12 @@ func (e *Envelope) Ack(result json.RawMessage, err error) {
 		e.outErr = e.fin.Fail(ctx, e.Lease, e.err.Error())
 	default:
 		e.outErr = e.fin.Finish(ctx, e.Lease, e.result)
+		if errors.Is(e.outErr, fdbq.ErrDataTooLarge) {
+			// A result the job's record cannot hold fails the attempt
+			// rather than leave the job running until the monitor takes
+			// it back.
+			e.outErr = e.fin.Fail(ctx, e.Lease, "result not stored: "+e.outErr.Error())
+		}
 	}
 	e.cancel(context.Canceled)
 	e.settle()
