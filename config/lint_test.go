@@ -331,3 +331,25 @@ func TestMinDemandZeroRefused(t *testing.T) {
 		t.Fatalf("problems: %v", problems)
 	}
 }
+
+// TestLintRefusesWhatServeRefuses: lint builds each built-in handler and
+// loads the TLS pair as serve does, so a config that lints clean starts.
+func TestLintRefusesWhatServeRefuses(t *testing.T) {
+	dir := t.TempDir()
+	notKey := filepath.Join(dir, "cert.pem")
+	if err := os.WriteFile(notKey, []byte("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct{ src, want string }{
+		{"types: {t: {}}\npipelines:\n  p:\n    type: t\n    handler: {exec: {command: [cat], max_output: 1000000}}\n",
+			"f.yaml:5:15: pipelines.p.handler.exec: exec: max output 1000000 is above"},
+		{"http:\n  tls: {cert_file: " + notKey + ", key_file: " + notKey + "}\n",
+			"f.yaml:2:3: http.tls: not a usable certificate and key: "},
+	}
+	for _, c := range cases {
+		_, problems := config.Parse("f.yaml", []byte(c.src), nil)
+		if len(problems) != 1 || !strings.HasPrefix(problems[0].String(), c.want) {
+			t.Errorf("%q:\n got %v\nwant one problem starting %q", c.src, problems, c.want)
+		}
+	}
+}

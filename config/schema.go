@@ -132,7 +132,7 @@ var schema = object("", "",
 				leaf("command", "The command and its arguments, run directly, never through a shell. Required."),
 				leaf("dir", "Working directory; empty: jobstage's own."),
 				leaf("env", "Environment variables added to the command's environment."),
-				leaf("max_output", "Bound on the bytes of stdout taken as the job's result.").
+				leaf("max_output", "Bound on the bytes of stdout taken as the job's result; at most 90000, the limit a job's data, result and error share (a longer output fails the attempt).").
 					byDefault(num(DefaultMaxOutput)).atLeast(1),
 			),
 			object("http", "POSTs each job as JSON to a URL: a 2xx status succeeds with the response body as the result, any other status fails.",

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"maps"
@@ -12,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/handlers"
 )
 
 // validate checks what the schema's per-key rules cannot: rules between
@@ -176,6 +178,7 @@ func (d *decoder) validatePipeline(c *Config, name string, p *Pipeline) {
 
 func (d *decoder) validateExec(name string, e *ExecHandler) {
 	path := []string{"pipelines", name, "handler", "exec"}
+	before := len(d.probs)
 	switch {
 	case len(e.Command) == 0 && d.fine(append(path, "command")...):
 		d.at(`missing command: the program and its arguments, such as ["cat"]`, append(path, "command")...)
@@ -187,10 +190,34 @@ func (d *decoder) validateExec(name string, e *ExecHandler) {
 			d.at(fmt.Sprintf("bad environment variable name %q", k), append(path, "env", k)...)
 		}
 	}
+	clean := len(d.probs) == before && len(e.Command) > 0
+	for _, k := range []string{"command", "dir", "env", "max_output"} {
+		clean = clean && d.fine(append(path, k)...)
+	}
+	if clean {
+		// What serve would refuse when it builds the handler.
+		if _, err := handlers.Exec(handlers.ExecOptions{Command: e.Command, Dir: e.Dir, Env: e.Env, MaxOutput: e.MaxOutput}); err != nil {
+			d.at(strings.TrimPrefix(err.Error(), "handlers: "), path...)
+		}
+	}
 }
 
 func (d *decoder) validateHTTPHandler(name string, h *HTTPHandler) {
 	path := []string{"pipelines", name, "handler", "http"}
+	before := len(d.probs)
+	defer func() {
+		clean := len(d.probs) == before
+		for _, k := range []string{"url", "headers", "timeout"} {
+			clean = clean && d.fine(append(path, k)...)
+		}
+		if !clean {
+			return
+		}
+		// What serve would refuse when it builds the handler.
+		if _, err := handlers.HTTP(handlers.HTTPOptions{URL: h.URL, Headers: h.Headers, Timeout: h.Timeout}); err != nil {
+			d.at(strings.TrimPrefix(err.Error(), "handlers: "), path...)
+		}
+	}()
 	u, err := url.Parse(h.URL)
 	switch {
 	case h.URL == "":
@@ -299,6 +326,7 @@ func (d *decoder) validateHTTP(h *HTTP) {
 	case tls.CertFile == "" && tls.KeyFile != "":
 		d.at("missing cert_file (key_file is set)", "http", "tls")
 	}
+	readable := 0
 	for _, f := range []struct{ key, path string }{{"cert_file", h.TLS.CertFile}, {"key_file", h.TLS.KeyFile}} {
 		if f.path == "" {
 			continue
@@ -307,6 +335,12 @@ func (d *decoder) validateHTTP(h *HTTP) {
 			d.at(fmt.Sprintf("cannot read: %v", err), "http", "tls", f.key)
 		} else {
 			fh.Close()
+			readable++
+		}
+	}
+	if readable == 2 {
+		if _, err := tls.LoadX509KeyPair(h.TLS.CertFile, h.TLS.KeyFile); err != nil {
+			d.at(fmt.Sprintf("not a usable certificate and key: %v", err), "http", "tls")
 		}
 	}
 }
