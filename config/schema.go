@@ -114,7 +114,7 @@ var schema = object("", "",
 		),
 		leaf("retention", "How long finished jobs are kept; 0 keeps them forever.").
 			byDefault(dur(fdbq.DefaultRetention)),
-		leaf("paused", "Paused types are not handed to workers; jobs can still be added and nothing is lost.").
+		leaf("paused", "Paused types are not handed to workers; jobs can still be added and nothing is lost. true pauses the type at start; false leaves a pause made at run time (`jobstage pause`) in place until `jobstage resume`. The type's other settings are applied at every start.").
 			byDefault("false"),
 	),
 	object("pipelines", "Pipelines, by name: each works one declared type with one built-in handler.",

@@ -2,13 +2,18 @@ package fdbq
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"go.uber.org/fx"
 
 	"github.com/jobstage/jobstage/kv"
 )
 
-// DeclareType is an fx option that registers a job type at start.
+// DeclareType is an fx option that registers a job type at start, with
+// settings s. A type that exists keeps its pause: pausing is an
+// operator's act (Pause, `jobstage pause`), which a restart must not undo;
+// s.Paused true pauses the type at start.
 func DeclareType(name string, s TypeSettings) fx.Option {
 	return fx.Supply(fx.Annotate(TypeDef{Name: name, Settings: s}, fx.ResultTags(`group:"jobstage.types"`)))
 }
@@ -31,8 +36,19 @@ func provideQueue(lc fx.Lifecycle, p queueParams) *Queue {
 	q := New(p.DB, p.Options)
 	lc.Append(fx.StartHook(func(ctx context.Context) error {
 		for _, t := range p.Types {
-			if err := q.SetType(ctx, p.DB, t.Name, t.Settings); err != nil {
-				return err
+			err := p.DB.Transact(ctx, func(tx kv.Tx) error {
+				s := t.Settings
+				old, err := q.GetType(ctx, tx, t.Name)
+				switch {
+				case err == nil:
+					s.Paused = s.Paused || old.Settings.Paused
+				case !errors.Is(err, ErrUnknownType):
+					return err
+				}
+				return q.SetType(ctx, tx, t.Name, s)
+			})
+			if err != nil {
+				return fmt.Errorf("declaring type %s: %w", t.Name, err)
 			}
 		}
 		return nil

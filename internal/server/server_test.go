@@ -259,3 +259,49 @@ func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.
 	pool.AddCert(cert)
 	return certFile, keyFile, pool
 }
+
+// TestRestartKeepsPause: a type an operator paused stays paused when the
+// server restarts with a config that does not pause it; its other settings
+// come from the config.
+func TestRestartKeepsPause(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	yaml := fmt.Sprintf("store: {path: %s}\ntypes: {echo: {activity_timeout: 1m}, other: {}}\nhttp: {listen: 127.0.0.1:0}\n", dir)
+	ctx := context.Background()
+	s, err := server.New(parse(t, yaml, nil), quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cl := httpapi.NewClient("http://"+s.Addr(), "", nil)
+	set := httpapi.TypeSettings{ActivityTimeout: httpapi.Duration(5 * time.Minute),
+		Retry: httpapi.RetryPolicy{MaxAttempts: 2, Backoff: fdbq.Constant, Base: httpapi.Duration(time.Second)}}
+	if _, err := cl.SetType(ctx, "echo", set); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Pause(ctx, "echo"); err != nil {
+		t.Fatal(err)
+	}
+	stopCtx, cancel := context.WithTimeout(ctx, waitLimit)
+	defer cancel()
+	if err := s.Stop(stopCtx); err != nil {
+		t.Fatal(err)
+	}
+
+	s2 := start(t, parse(t, yaml, nil))
+	types, err := httpapi.NewClient("http://"+s2.Addr(), "", nil).Types(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]*httpapi.TypeInfo{}
+	for _, ti := range types {
+		got[ti.Name] = ti
+	}
+	if e := got["echo"]; e == nil || !e.Settings.Paused || time.Duration(e.Settings.ActivityTimeout) != time.Minute {
+		t.Errorf("echo after restart: %+v (want paused, activity timeout from the config)", e)
+	}
+	if o := got["other"]; o == nil || o.Settings.Paused {
+		t.Errorf("other after restart: %+v", o)
+	}
+}
