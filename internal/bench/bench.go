@@ -80,7 +80,6 @@ type Result struct {
 	LatencyMaxMs   float64 `json:"latency_max_ms,omitempty"`
 }
 
-
 func (o *Options) defaults() error {
 	if o.Jobs < 0 || o.Latency < 0 || o.Duration < 0 {
 		return fmt.Errorf("bench: jobs, duration and latency samples must be ≥ 0")
