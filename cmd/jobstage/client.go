@@ -137,12 +137,33 @@ func (c *cli) enqueue(args []string) error {
 	if err != nil {
 		return err
 	}
-	if *wait > 0 {
-		if j, err = c.waitFinished(cl, typ, j.ID, *wait); err != nil {
-			return err
-		}
+	if *wait <= 0 {
+		return c.printJob(cf, j)
 	}
-	return c.printJob(cf, j)
+	if j, err = c.waitFinished(cl, typ, j.ID, *wait); err != nil {
+		return err
+	}
+	if err := c.printJob(cf, j); err != nil {
+		return err
+	}
+	return succeeded(j, *wait)
+}
+
+// succeeded is nil when j finished successfully and otherwise says how it
+// ended or where it is, so that `enqueue --wait` and `wait` exit 1 unless
+// the job succeeded.
+func succeeded(j *httpapi.Job, waited time.Duration) error {
+	switch {
+	case j.State != fdbq.Finished:
+		return fmt.Errorf("%s %s not finished after %s: %s", j.Type, j.ID, waited, j.State)
+	case j.Outcome != fdbq.Succeeded:
+		msg := j.Error
+		if i := strings.IndexByte(msg, '\n'); i >= 0 {
+			msg = msg[:i] + " …"
+		}
+		return fmt.Errorf("%s %s finished %s: %s", j.Type, j.ID, j.Outcome, msg)
+	}
+	return nil
 }
 
 // waitFinished long-polls until the job is finished or d passes; the
@@ -179,6 +200,10 @@ func excerpt(b []byte) string {
 	return string(b)
 }
 
+// batchBytes bounds the JSON of one enqueue request from a file, below
+// the server's default body limit of 1 MiB.
+const batchBytes = 768 << 10
+
 // enqueueFile reads the whole file first and refuses it if any line is
 // bad, so that a corrupt line enqueues nothing; then it sends the jobs in
 // batches (each batch is one transaction), reporting progress on stderr.
@@ -194,6 +219,7 @@ func (c *cli) enqueueFile(cf *clientFlags, cl *httpapi.Client, typ, path string,
 		r, name = f, path
 	}
 	var jobs []httpapi.NewJob
+	var sizes, lines []int
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	line := 0
@@ -213,6 +239,8 @@ func (c *cli) enqueueFile(cf *clientFlags, cl *httpapi.Client, typ, path string,
 			return fmt.Errorf("%s:%d: more than one JSON value on the line (nothing was enqueued)", name, line)
 		}
 		jobs = append(jobs, nj)
+		sizes = append(sizes, len(b)+1)
+		lines = append(lines, line)
 	}
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("%s:%d: %v (nothing was enqueued)", name, line+1, err)
@@ -223,12 +251,20 @@ func (c *cli) enqueueFile(cf *clientFlags, cl *httpapi.Client, typ, path string,
 	start := time.Now()
 	last := start
 	var done []*httpapi.Job
-	for i := 0; i < len(jobs); i += batch {
-		got, err := cl.EnqueueBatch(c.ctx, typ, jobs[i:min(i+batch, len(jobs))])
-		if err != nil {
-			return fmt.Errorf("after %d of %d jobs were enqueued (jobs %d–%d failed; enqueueing the file again resubmits the jobs with ids): %w",
-				i, len(jobs), i+1, min(i+batch, len(jobs)), err)
+	for i := 0; i < len(jobs); {
+		// A request holds at most batch jobs and about batchBytes of them,
+		// below the server's default body limit.
+		end, size := i, 0
+		for end < len(jobs) && end-i < batch && (end == i || size+sizes[end] <= batchBytes) {
+			size += sizes[end]
+			end++
 		}
+		got, err := cl.EnqueueBatch(c.ctx, typ, jobs[i:end])
+		if err != nil {
+			return fmt.Errorf("%d of %d jobs enqueued; jobs %d–%d (lines %d–%d) refused, and the rest not sent (enqueueing the file again resubmits the jobs with ids): %s",
+				i, len(jobs), i+1, end, lines[i], lines[end-1], apiError(err))
+		}
+		i = end
 		done = append(done, got...)
 		if now := time.Now(); now.Sub(last) >= time.Second || len(done) == len(jobs) {
 			fmt.Fprintf(c.stderr, "enqueued %d/%d (%.0f jobs/s)\n", len(done), len(jobs), float64(len(done))/now.Sub(start).Seconds())
@@ -287,10 +323,7 @@ func (c *cli) wait(args []string) error {
 	if err := c.printJob(cf, j); err != nil {
 		return err
 	}
-	if j.State != fdbq.Finished {
-		return fmt.Errorf("not finished after %s (state %s)", *timeout, j.State)
-	}
-	return nil
+	return succeeded(j, *timeout)
 }
 
 func (c *cli) list(args []string) error {
@@ -305,7 +338,7 @@ func (c *cli) list(args []string) error {
 	}
 	cl := cf.client()
 	o := httpapi.ListOptions{State: fdbq.State(*state), Limit: *limit, Cursor: *cursor}
-	var jobs []*httpapi.Job
+	jobs := []*httpapi.Job{}
 	next := ""
 	for {
 		page, err := cl.List(c.ctx, pos[0], o)
@@ -346,7 +379,7 @@ func (c *cli) types(args []string) error {
 		return err
 	}
 	if cf.json {
-		return c.printJSON(ts)
+		return c.printJSON(map[string]any{"types": ts})
 	}
 	return c.printTypes(ts)
 }

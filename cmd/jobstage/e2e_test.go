@@ -193,8 +193,8 @@ func TestQuickstart(t *testing.T) {
 		t.Fatalf("get: exit %d: %s%s", code, out, errOut)
 	}
 	out, _, code = jobstage(t, "", "types", "--json", "--server", s.url)
-	var types []httpapi.TypeInfo
-	if code != 0 || json.Unmarshal([]byte(out), &types) != nil || len(types) != 1 || types[0].Name != "echo" || types[0].Finished != 1 {
+	var types struct{ Types []httpapi.TypeInfo }
+	if code != 0 || json.Unmarshal([]byte(out), &types) != nil || len(types.Types) != 1 || types.Types[0].Name != "echo" || types.Types[0].Finished != 1 {
 		t.Fatalf("types: exit %d: %s", code, out)
 	}
 
@@ -409,6 +409,73 @@ func TestClientErrors(t *testing.T) {
 	}
 	if _, errOut, code := jobstage(t, "", "get", "echo", "a", "--server", s.url); code != 1 || !strings.Contains(errOut, "not_found") {
 		t.Errorf("job a of a refused file exists: exit %d: %s", code, errOut)
+	}
+	// A batch the server refuses midway: what went in and what did not.
+	big := strings.Repeat("y", fdbq.MaxDataSize+10)
+	os.WriteFile(file, []byte("{\"id\":\"m1\"}\n\n{\"id\":\"m2\",\"data\":\""+big+"\"}\n{\"id\":\"m3\"}\n"), 0o600)
+	_, errOut, code = jobstage(t, "", "enqueue", "echo", "--file", file, "--batch", "1", "--server", s.url)
+	if code != 1 || !strings.Contains(errOut, "1 of 3 jobs enqueued; jobs 2–2 (lines 3–3) refused") || !strings.Contains(errOut, "too_large (HTTP 413)") {
+		t.Errorf("refused batch: exit %d: %s", code, errOut)
+	}
+	s.stop()
+}
+
+const twoTypesConfig = `
+store: {path: %s}
+types:
+  ok: {}
+  bad: {retry: {max_attempts: 1}}
+pipelines:
+  ok: {type: ok, handler: {exec: {command: ["cat"]}}}
+  bad: {type: bad, handler: {exec: {command: ["/bin/sh", "-c", "echo no luck >&2; exit 3"]}}}
+`
+
+// TestWaitExitStatus: enqueue --wait and wait exit 0 only for a job that
+// finished successfully.
+func TestWaitExitStatus(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "jobstage.yaml")
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, twoTypesConfig, filepath.Join(dir, "data")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, cfg)
+	if out, errOut, code := jobstage(t, "", "enqueue", "ok", "1", "--id", "a", "--wait", "30s", "--server", s.url); code != 0 {
+		t.Errorf("succeeded job: exit %d: %s%s", code, out, errOut)
+	}
+	out, errOut, code := jobstage(t, "", "enqueue", "bad", "1", "--id", "b", "--wait", "30s", "--server", s.url)
+	if code != 1 || !strings.Contains(out, "finished (failed)") || !strings.Contains(errOut, "bad b finished failed: exit status 3: no luck") {
+		t.Errorf("failed job: exit %d: %s%s", code, out, errOut)
+	}
+	if _, errOut, code := jobstage(t, "", "wait", "bad", "b", "--server", s.url); code != 1 || !strings.Contains(errOut, "finished failed") {
+		t.Errorf("wait for a failed job: exit %d: %s", code, errOut)
+	}
+	if _, errOut, code := jobstage(t, "", "pause", "ok", "--server", s.url); code != 0 {
+		t.Fatalf("pause: exit %d: %s", code, errOut)
+	}
+	_, errOut, code = jobstage(t, "", "enqueue", "ok", "2", "--id", "c", "--wait", "1s", "--server", s.url)
+	if code != 1 || !strings.Contains(errOut, "ok c not finished after 1s: pending") {
+		t.Errorf("job of a paused type: exit %d: %s", code, errOut)
+	}
+	s.stop()
+}
+
+// TestEnqueueFileSplitsBySize: a bulk file whose default batches would be
+// over the server's body limit goes in smaller requests.
+func TestEnqueueFileSplitsBySize(t *testing.T) {
+	cfg, data := copyQuickstart(t)
+	s := startServer(t, cfg, "JOBSTAGE_STORE__PATH="+data, "JOBSTAGE_TYPES__ECHO__PAUSED=true")
+	var lines strings.Builder
+	pad := strings.Repeat("x", 3000)
+	for i := range 600 {
+		fmt.Fprintf(&lines, "{\"id\":\"big-%d\",\"data\":\"%s\"}\n", i, pad)
+	}
+	file := filepath.Join(t.TempDir(), "big.jsonl")
+	if err := os.WriteFile(file, []byte(lines.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := jobstage(t, "", "enqueue", "echo", "--file", file, "--server", s.url)
+	if code != 0 || !strings.Contains(out, "enqueued 600 echo jobs") || !strings.Contains(errOut, "enqueued 600/600") {
+		t.Fatalf("exit %d: %s%s", code, out, errOut)
 	}
 	s.stop()
 }

@@ -29,7 +29,8 @@ func parse(fs *flag.FlagSet, args []string, min, max int) ([]string, error) {
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, errHelp
 			}
-			return nil, usagef("%v", err)
+			// The flag package has printed the error and the usage.
+			return nil, errBadFlags
 		}
 		args = fs.Args()
 		if len(args) == 0 {
@@ -49,6 +50,9 @@ func parse(fs *flag.FlagSet, args []string, min, max int) ([]string, error) {
 			want = fmt.Sprintf("at least %d", min)
 		case max != min:
 			want = fmt.Sprintf("%d to %d", min, max)
+		}
+		if len(pos) == 0 {
+			return nil, usagef("want %s argument(s), got none", want)
 		}
 		return nil, usagef("want %s argument(s), got %d: %s", want, len(pos), strings.Join(pos, " "))
 	}

@@ -118,6 +118,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 2
 	case errors.Is(err, errReported):
 		return 1
+	case errors.Is(err, errBadFlags):
+		return 2
 	default:
 		fmt.Fprintf(stderr, "jobstage %s: %s\n", args[0], apiError(err))
 		return 1
@@ -127,6 +129,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 // errReported is returned by commands that printed their own failure
 // (config lint prints every problem); the exit status is 1.
 var errReported = errors.New("reported")
+
+// errBadFlags is returned for flags the flag package refused, having
+// printed why; the exit status is 2.
+var errBadFlags = errors.New("bad flags")
 
 // errHelp is returned when -h asked for a command's flags.
 var errHelp = errors.New("help")
