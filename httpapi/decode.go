@@ -94,7 +94,7 @@ func decodeEnqueue(r io.Reader, typ string) (jobs []fdbq.NewJob, batch bool, err
 
 // acceptBody is the body of an accept.
 type acceptBody struct {
-	Max  int    `json:"max"`
+	Max  *int   `json:"max"`
 	Wait string `json:"wait"`
 }
 
@@ -105,14 +105,15 @@ func decodeAccept(r io.Reader) (fdbq.AcceptOptions, error) {
 	if err := decodeOptional(r, &b); err != nil {
 		return fdbq.AcceptOptions{}, err
 	}
-	o := fdbq.AcceptOptions{Max: b.Max}
+	o := fdbq.AcceptOptions{Max: 1}
+	if b.Max != nil {
+		o.Max = *b.Max
+	}
 	switch {
-	case b.Max < 0:
-		return o, invalid("max: %d is negative", b.Max)
-	case b.Max == 0:
-		o.Max = 1
-	case b.Max > MaxAccept:
-		return o, invalid("max: %d is over the limit of %d", b.Max, MaxAccept)
+	case o.Max < 1:
+		return o, invalid("max: %d is below 1", o.Max)
+	case o.Max > MaxAccept:
+		return o, invalid("max: %d is over the limit of %d", o.Max, MaxAccept)
 	}
 	if b.Wait != "" {
 		d, err := parseWait("wait", b.Wait)

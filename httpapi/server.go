@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jobstage/jobstage/fdbq"
@@ -80,7 +81,16 @@ type Server struct {
 	tokens  []tokenEntry
 	routes  []string
 	maxBody int64
+	// stopping is set by Stopping: requests cancelled from then on were
+	// cut short by the server, not left by their client.
+	stopping atomic.Bool
 }
+
+// Stopping tells the API that its server is shutting down: long polls
+// (accept, wait) that the shutdown cancels then answer 503 not_ready, so
+// that their clients send them again, instead of being taken for requests
+// their clients left.
+func (s *Server) Stopping() { s.stopping.Store(true) }
 
 type tokenEntry struct {
 	name string
@@ -361,6 +371,8 @@ func (s *Server) classify(r *http.Request, pattern string, err error) *APIError 
 			Message: "the jobs do not fit in one store transaction (10 MB); send a smaller batch"}
 	case errors.Is(err, fdbq.ErrInvalidJob):
 		return invalid("%s", trim(fdbq.ErrInvalidJob))
+	case s.stopping.Load() && errors.Is(err, context.Canceled):
+		return &APIError{Status: http.StatusServiceUnavailable, Code: CodeNotReady, Message: "the server is stopping; send the request again"}
 	case r.Context().Err() != nil && errors.Is(err, context.Canceled):
 		// The client went away; nobody reads this answer. 499 (nginx's
 		// "client closed request") keeps it apart from server errors in

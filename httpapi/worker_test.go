@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/httpapi"
@@ -294,5 +295,56 @@ func TestWorkerHooksSeeCommittedOutcomes(t *testing.T) {
 	}
 	if got != want {
 		t.Fatalf("hooks saw %q, want %q", got, want)
+	}
+}
+
+// TestLongPollsCutByShutdownAnswerNotReady: once the server is stopping,
+// a long poll its shutdown cancels answers 503 not_ready (send it again),
+// not the status of a request its client left.
+func TestLongPollsCutByShutdownAnswerNotReady(t *testing.T) {
+	shutdown, cut := context.WithCancel(context.Background())
+	defer cut()
+	e := newEnv(t, httpapi.Options{}, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ctx, cancel := context.WithCancel(r.Context())
+			defer cancel()
+			stop := context.AfterFunc(shutdown, cancel)
+			defer stop()
+			h.ServeHTTP(w, r.WithContext(ctx))
+		})
+	})
+	ctx := context.Background()
+	c := e.client("")
+	if _, err := c.Enqueue(ctx, "email", httpapi.NewJob{ID: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 2)
+	go func() {
+		_, err := c.Accept(ctx, "email", httpapi.AcceptRequest{Max: 1, Wait: httpapi.Duration(50 * time.Second)})
+		errs <- err
+	}()
+	go func() {
+		_, err := c.Wait(ctx, "email", "w", fdbq.Finished, 50*time.Second)
+		errs <- err
+	}()
+	// Whether the polls are parked or not yet arrived, they are cut short
+	// by the shutdown and answer alike.
+	e.srv.Stopping()
+	cut()
+	for range 2 {
+		err := <-errs
+		var ae *httpapi.APIError
+		if !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable || ae.Code != httpapi.CodeNotReady {
+			t.Errorf("long poll during shutdown: %v", err)
+		}
+	}
+}
+
+func TestAcceptMaxZeroRefused(t *testing.T) {
+	e := newEnv(t, httpapi.Options{})
+	a := e.do("POST", "/v1/types/email/accept", "", `{"max":0}`)
+	wantError(t, a, http.StatusBadRequest, httpapi.CodeInvalid, "max", "below 1")
+	if a := e.do("POST", "/v1/types/email/accept", "", `{}`); a.status != http.StatusOK {
+		t.Errorf("accept without max: %d", a.status)
 	}
 }

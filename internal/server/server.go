@@ -250,6 +250,7 @@ func (s *Server) serveHTTP(p httpParams) error {
 			return nil
 		},
 		OnStop: func(ctx context.Context) error {
+			api.Stopping()
 			defer cancelBase()
 			grace, cancel := context.WithTimeout(ctx, shutdownGrace)
 			err := srv.Shutdown(grace)
