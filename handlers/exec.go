@@ -163,8 +163,10 @@ func (r *execRunner) run(ctx context.Context, job *consumer.Job[json.RawMessage]
 	stderr := &tailBuffer{max: r.stderrTail}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	// The command leads a process group of its own, and cancellation kills
-	// the group: a shell script's children die with it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// the group: a shell script's children die with it. Where the system
+	// can, the command is also killed when this process dies (kill -9
+	// included), so that a recycled job is not worked twice at once.
+	cmd.SysProcAttr = procAttr()
 	cmd.Cancel = func() error { return killGroup(cmd.Process.Pid) }
 	cmd.WaitDelay = execWaitDelay
 

@@ -479,3 +479,58 @@ func TestEnqueueFileSplitsBySize(t *testing.T) {
 	}
 	s.stop()
 }
+
+const sleeperConfig = `
+store: {path: %s}
+types:
+  sleepy: {}
+pipelines:
+  sleepy:
+    type: sleepy
+    handler:
+      exec:
+        command: ["/bin/sh", "-c", "echo $$ > %s; exec sleep 60"]
+`
+
+// TestKillNineKillsExecChildren: a command the exec handler runs dies with
+// the server, so a job the monitor recycles is not also still running.
+func TestKillNineKillsExecChildren(t *testing.T) {
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "child.pid")
+	cfg := filepath.Join(dir, "jobstage.yaml")
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, sleeperConfig, filepath.Join(dir, "data"), pidFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, cfg)
+	cl := httpapi.NewClient(s.url, "", nil)
+	ctx := context.Background()
+	if _, err := cl.Enqueue(ctx, "sleepy", httpapi.NewJob{ID: "z"}); err != nil {
+		t.Fatal(err)
+	}
+	if j, err := cl.Wait(ctx, "sleepy", "z", fdbq.Running, 30*time.Second); err != nil || j.State != fdbq.Running {
+		t.Fatalf("job not running: %v %+v", err, j)
+	}
+	var pid int
+	deadline := time.Now().Add(waitLimit)
+	for {
+		b, _ := os.ReadFile(pidFile)
+		if _, err := fmt.Sscan(string(b), &pid); err == nil && pid > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the command never wrote its pid")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := syscall.Kill(pid, 0); err != nil {
+		t.Fatalf("child %d not running before the kill: %v", pid, err)
+	}
+	s.kill()
+	for syscall.Kill(pid, 0) == nil {
+		if time.Now().After(deadline) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("child %d outlived the killed server", pid)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
