@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/dig"
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxevent"
 
@@ -76,7 +77,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Server, error) {
 	}
 	s.app = fx.New(opts...)
 	if err := s.app.Err(); err != nil {
-		return nil, err
+		return nil, rootCause(err)
 	}
 	return s, nil
 }
@@ -85,7 +86,7 @@ func New(cfg *config.Config, log *slog.Logger) (*Server, error) {
 // pipelines, and then the HTTP listener.
 func (s *Server) Start(ctx context.Context) error {
 	if err := s.app.Start(ctx); err != nil {
-		return err
+		return rootCause(err)
 	}
 	s.ready.Store(true)
 	return nil
@@ -270,31 +271,24 @@ func (s *Server) serveHTTP(p httpParams) error {
 // it cancels the ones still running (long polls).
 const shutdownGrace = 2 * time.Second
 
-// fxLogger reports fx's failures through the server's logger and keeps
-// its routine events at debug level.
+// fxLogger keeps fx's events at debug level: the failures among them come
+// back as errors from New, Start and Stop, which say them once.
 type fxLogger struct{ log *slog.Logger }
 
 func (l *fxLogger) LogEvent(e fxevent.Event) {
 	switch e := e.(type) {
 	case *fxevent.OnStartExecuted:
-		if e.Err != nil {
-			l.log.Error("start failed", "hook", e.FunctionName, "err", e.Err)
-		}
+		l.log.Debug("fx: start hook", "hook", e.FunctionName, "took", e.Runtime, "err", e.Err)
 	case *fxevent.OnStopExecuted:
-		if e.Err != nil {
-			l.log.Error("stop failed", "hook", e.FunctionName, "err", e.Err)
-		}
-	case *fxevent.Invoked:
-		if e.Err != nil {
-			l.log.Error("invoke failed", "function", e.FunctionName, "err", e.Err)
-		}
-	case *fxevent.Provided:
-		if e.Err != nil {
-			l.log.Error("provide failed", "err", e.Err)
-		}
-	case *fxevent.Started:
-		if e.Err != nil {
-			l.log.Error("start failed", "err", e.Err)
-		}
+		l.log.Debug("fx: stop hook", "hook", e.FunctionName, "took", e.Runtime, "err", e.Err)
 	}
+}
+
+// rootCause strips fx's and dig's account of the dependency graph from an
+// error of New or Start, leaving what went wrong.
+func rootCause(err error) error {
+	if err == nil {
+		return nil
+	}
+	return dig.RootCause(err)
 }
