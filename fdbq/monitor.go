@@ -30,6 +30,28 @@ type SweepStats struct {
 	Recycled int // running jobs past their activity deadline made pending again
 	Failed   int // of those, jobs out of attempts, finished as failed
 	Expired  int // finished jobs past retention removed
+	// ByType breaks the counts down by job type; every type the sweep
+	// went through has an entry, zero or not.
+	ByType map[string]TypeSweepStats
+}
+
+// TypeSweepStats is what one sweep did to one job type's jobs.
+type TypeSweepStats struct {
+	Recycled, Failed, Expired int
+}
+
+func (st *SweepStats) add(typ string, recycled, failed, expired int) {
+	st.Recycled += recycled
+	st.Failed += failed
+	st.Expired += expired
+	if st.ByType == nil {
+		st.ByType = map[string]TypeSweepStats{}
+	}
+	t := st.ByType[typ]
+	t.Recycled += recycled
+	t.Failed += failed
+	t.Expired += expired
+	st.ByType[typ] = t
 }
 
 // Monitor is the activity monitor: it takes back running jobs whose worker
@@ -192,8 +214,7 @@ func (m *Monitor) recycle(ctx context.Context, typ string, s TypeSettings, st *S
 			}
 			return string(next.State), nil
 		})
-	st.Recycled += counts[string(Pending)] + counts[string(Finished)]
-	st.Failed += counts[string(Finished)]
+	st.add(typ, counts[string(Pending)]+counts[string(Finished)], counts[string(Finished)], 0)
 	return err
 }
 
@@ -206,7 +227,7 @@ func (m *Monitor) expire(ctx context.Context, typ string, retention time.Duratio
 			q.drop(tx, typ, id, rec)
 			return "removed", nil
 		})
-	st.Expired += counts["removed"]
+	st.add(typ, 0, 0, counts["removed"])
 	return err
 }
 

@@ -51,7 +51,7 @@ func TestMonitorRecyclesJobWithoutHeartbeat(t *testing.T) {
 		t.Fatalf("heartbeat before the deadline passed: %v", err)
 	}
 	c.Advance(activityTimeout + time.Millisecond)
-	if st := sweep(t, m); st.Recycled != 1 || st.Failed != 0 {
+	if st := sweep(t, m); st.Recycled != 1 || st.Failed != 0 || st.ByType["email"] != (fdbq.TypeSweepStats{Recycled: 1}) {
 		t.Fatalf("sweep past the deadline: %+v", st)
 	}
 	j := stateIs(t, q, "a", fdbq.Pending)
@@ -63,8 +63,8 @@ func TestMonitorRecyclesJobWithoutHeartbeat(t *testing.T) {
 	}
 	wantCount(t, q, fdbq.Running, 0)
 	wantCount(t, q, fdbq.Pending, 1)
-	if st := sweep(t, m); st.Recycled != 0 {
-		t.Fatalf("second sweep recycled again: %+v", st)
+	if st := sweep(t, m); st.Recycled != 0 || len(st.ByType) != 1 || st.ByType["email"] != (fdbq.TypeSweepStats{}) {
+		t.Fatalf("second sweep recycled again, or left the type out: %+v", st)
 	}
 
 	// The old lease is dead for everything.

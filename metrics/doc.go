@@ -15,9 +15,9 @@
 //	jobstage_job_run_duration_seconds{type,outcome}     histogram: one attempt's handler time
 //	jobstage_handlers_running{type}                     handlers running in this process now
 //	jobstage_jobs_retried_total{type}                   failed attempts that will run again
-//	jobstage_jobs_recycled_total{outcome}               running jobs the activity monitor took back: outcome
+//	jobstage_jobs_recycled_total{type,outcome}          running jobs the activity monitor took back: outcome
 //	                                                    retried (pending again) or failed (out of attempts)
-//	jobstage_jobs_expired_total                         finished jobs removed after their retention
+//	jobstage_jobs_expired_total{type}                   finished jobs removed after their retention
 //	jobstage_http_requests_total{route,status}          HTTP requests by route pattern and status code
 //	jobstage_http_request_duration_seconds{route}       histogram
 //
@@ -52,10 +52,6 @@
 // counts jobstage_jobs_retried_total for failed, timeout and panicked
 // attempts that were not the job's last, reading the type's policy from
 // the last scrape of the store (or the store, once, before the first).
-//
-// The monitor's sweep statistics (fdbq.SweepStats) are not broken down by
-// type, so jobstage_jobs_recycled_total and jobstage_jobs_expired_total
-// carry no type label.
 //
 // # Scrapes
 //

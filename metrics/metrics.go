@@ -49,7 +49,7 @@ type Metrics struct {
 	running    *prometheus.GaugeVec
 	retried    *prometheus.CounterVec
 	recycled   *prometheus.CounterVec
-	expired    prometheus.Counter
+	expired    *prometheus.CounterVec
 	httpReqs   *prometheus.CounterVec
 	httpTime   *prometheus.HistogramVec
 	scrapeErrs prometheus.Counter
@@ -100,11 +100,11 @@ func New(reg prometheus.Registerer, q *fdbq.Queue) (*Metrics, error) {
 			Name: "jobstage_jobs_retried_total", Help: "Failed attempts whose job will run again, by type.",
 		}, []string{"type"}),
 		recycled: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "jobstage_jobs_recycled_total", Help: "Running jobs the activity monitor took back after their worker stopped heartbeating, by outcome (retried, failed).",
-		}, []string{"outcome"}),
-		expired: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "jobstage_jobs_expired_total", Help: "Finished jobs removed after their type's retention.",
-		}),
+			Name: "jobstage_jobs_recycled_total", Help: "Running jobs the activity monitor took back after their worker stopped heartbeating, by type and outcome (retried, failed).",
+		}, []string{"type", "outcome"}),
+		expired: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jobstage_jobs_expired_total", Help: "Finished jobs removed after their type's retention, by type.",
+		}, []string{"type"}),
 		httpReqs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jobstage_http_requests_total", Help: "HTTP API requests, by route pattern and status code.",
 		}, []string{"route", "status"}),
@@ -209,9 +209,13 @@ func (m *Metrics) OnSweep(s fdbq.SweepStats) {
 	if m == nil {
 		return
 	}
-	m.recycled.WithLabelValues(RecycledRetried).Add(float64(max(s.Recycled-s.Failed, 0)))
-	m.recycled.WithLabelValues(RecycledFailed).Add(float64(s.Failed))
-	m.expired.Add(float64(s.Expired))
+	// Every type swept gets its series, zero or not, so that rates and
+	// dashboards show a flat line rather than no data.
+	for typ, t := range s.ByType {
+		m.recycled.WithLabelValues(typ, RecycledRetried).Add(float64(max(t.Recycled-t.Failed, 0)))
+		m.recycled.WithLabelValues(typ, RecycledFailed).Add(float64(t.Failed))
+		m.expired.WithLabelValues(typ).Add(float64(t.Expired))
+	}
 }
 
 // HTTPObserve counts an HTTP API request. route is the route's pattern

@@ -362,11 +362,14 @@ func TestRecycledBySweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.OnSweep(s)
-	if v := value(t, reg, "jobstage_jobs_recycled_total", "retried"); v != 1 {
+	if v := value(t, reg, "jobstage_jobs_recycled_total", "email", "retried"); v != 1 {
 		t.Errorf("recycled and retried: %v, want 1 (sweep: %+v)", v, s)
 	}
-	if v := value(t, reg, "jobstage_jobs_recycled_total", "failed"); v != 1 {
+	if v := value(t, reg, "jobstage_jobs_recycled_total", "email", "failed"); v != 1 {
 		t.Errorf("recycled and failed: %v, want 1 (sweep: %+v)", v, s)
+	}
+	if v := value(t, reg, "jobstage_jobs_expired_total", "email"); v != 0 {
+		t.Errorf("expired: %v, want 0", v)
 	}
 }
 
