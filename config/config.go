@@ -107,6 +107,9 @@ type Pipeline struct {
 type Handler struct {
 	Exec *ExecHandler `yaml:"exec"`
 	HTTP *HTTPHandler `yaml:"http"`
+	// Go names a Go handler that the application embedding jobstage
+	// registered with the server (server.Options.Handlers).
+	Go string `yaml:"go"`
 }
 
 // ExecHandler runs a command per job: the job's data as JSON on stdin,

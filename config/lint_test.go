@@ -122,9 +122,9 @@ var lintCases = []struct {
 			"  both: {type: t, handler: {exec: {command: [cat]}, http: {url: 'http://h/'}}}\n" +
 			"  absent: {type: t}\n",
 		want: []string{
-			"f.yaml:3:19: pipelines.none.handler: missing handler: set exec or http",
-			"f.yaml:4:19: pipelines.both.handler: set exactly one of exec and http, not both",
-			"f.yaml:5:3: pipelines.absent.handler: missing handler: set exec or http",
+			"f.yaml:3:19: pipelines.none.handler: missing handler: set exec, http or go",
+			"f.yaml:4:19: pipelines.both.handler: set exactly one of exec, http and go",
+			"f.yaml:5:3: pipelines.absent.handler: missing handler: set exec, http or go",
 		},
 	},
 	{
@@ -296,7 +296,7 @@ func TestLintFile(t *testing.T) {
 	}
 	probs := config.Lint(path)
 	want := []config.Problem{
-		{File: path, Line: 4, Column: 3, Key: "pipelines.p.handler", Message: "missing handler: set exec or http"},
+		{File: path, Line: 4, Column: 3, Key: "pipelines.p.handler", Message: "missing handler: set exec, http or go"},
 		{File: path, Line: 4, Column: 13, Key: "pipelines.p.type", Message: `unknown type "tt"; declared: t (did you mean "t"?)`},
 	}
 	if len(probs) != len(want) {

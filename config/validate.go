@@ -164,11 +164,18 @@ func (d *decoder) validatePipeline(c *Config, name string, p *Pipeline) {
 	}
 
 	h := p.Handler
+	set := 0
+	for _, b := range []bool{h.Exec != nil, h.HTTP != nil, h.Go != ""} {
+		if b {
+			set++
+		}
+	}
 	switch {
-	case h.Exec == nil && h.HTTP == nil:
-		at("missing handler: set exec or http", "handler")
-	case h.Exec != nil && h.HTTP != nil:
-		at("set exactly one of exec and http, not both", "handler")
+	case set == 0:
+		at("missing handler: set exec, http or go", "handler")
+	case set > 1:
+		at("set exactly one of exec, http and go", "handler")
+	case h.Go != "":
 	case h.Exec != nil:
 		d.validateExec(name, h.Exec)
 	default:

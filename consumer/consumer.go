@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
@@ -145,7 +146,7 @@ func runTyped[T, R any](e *Envelope, h Handler[T, R], timeout time.Duration) (re
 	}()
 	r, err := h(ctx, job)
 	if err != nil {
-		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil && cause != err {
+		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil && cause != err && !strings.Contains(err.Error(), cause.Error()) {
 			err = fmt.Errorf("%w (%v)", err, cause)
 		}
 		return nil, err

@@ -315,3 +315,35 @@ func TestResultTooLargeFailsTheAttempt(t *testing.T) {
 		})
 	}
 }
+
+// TestRawRunsTypedHandler: a typed handler adapted with Raw decodes the
+// job's data, encodes its result and can report progress.
+func TestRawRunsTypedHandler(t *testing.T) {
+	q := newQueue(t, nil)
+	ls := leases(t, q, 2)
+	typed := func(ctx context.Context, j *consumer.Job[num]) (map[string]int, error) {
+		if err := j.Progress(ctx, map[string]int{"seen": j.Data.N}); err != nil {
+			return nil, err
+		}
+		if j.Data.N == 1 {
+			return nil, errors.New("odd one out")
+		}
+		return map[string]int{"double": 2 * j.Data.N}, nil
+	}
+	c, err := consumer.New(consumer.Raw(typed), consumer.Options{Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := make(chan *consumer.Envelope, 2)
+	for _, l := range ls {
+		in <- consumer.NewEnvelope(context.Background(), q, l, consumer.EnvelopeOptions{})
+	}
+	close(in)
+	serve(t, c, in)
+	if j := get(t, q, "j000"); j.Outcome != fdbq.Succeeded || string(j.Result) != `{"double":0}` || string(j.Progress) != `{"seen":0}` {
+		t.Errorf("j000: %s %s %s", j.Outcome, j.Result, j.Progress)
+	}
+	if j := get(t, q, "j001"); j.Outcome != fdbq.Failed || j.Error != "odd one out" {
+		t.Errorf("j001: %s %q", j.Outcome, j.Error)
+	}
+}

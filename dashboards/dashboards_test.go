@@ -22,7 +22,7 @@ import (
 	"github.com/jobstage/jobstage/dashboards"
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/httpapi"
-	"github.com/jobstage/jobstage/internal/server"
+	"github.com/jobstage/jobstage/server"
 )
 
 // waitLimit bounds the waits for jobs; promLimit the wait for Prometheus to
@@ -253,7 +253,7 @@ func runJobstage(t *testing.T) string {
 	if len(problems) > 0 {
 		t.Fatalf("config: %v", problems)
 	}
-	srv, err := server.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv, err := server.New(cfg, server.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"time"
 
 	"github.com/jobstage/jobstage/config"
-	"github.com/jobstage/jobstage/internal/server"
+	"github.com/jobstage/jobstage/server"
 )
 
 // stopTimeout bounds a server's stop: the pipelines' drain (30 s by
@@ -36,8 +34,8 @@ func (c *cli) serve(args []string) error {
 		}
 		return err
 	}
-	log := newLogger(cfg.Logging, c.stderr)
-	srv, err := server.New(cfg, log)
+	log := server.NewLogger(cfg.Logging, c.stderr)
+	srv, err := server.New(cfg, server.Options{Logger: log})
 	if err != nil {
 		return err
 	}
@@ -56,23 +54,6 @@ func (c *cli) serve(args []string) error {
 	}
 	log.Info("stopped")
 	return nil
-}
-
-func newLogger(lc config.Logging, w io.Writer) *slog.Logger {
-	var level slog.Level
-	switch lc.Level {
-	case "debug":
-		level = slog.LevelDebug
-	case "warn":
-		level = slog.LevelWarn
-	case "error":
-		level = slog.LevelError
-	}
-	o := &slog.HandlerOptions{Level: level}
-	if lc.Format == "json" {
-		return slog.New(slog.NewJSONHandler(w, o))
-	}
-	return slog.New(slog.NewTextHandler(w, o))
 }
 
 func envOr(name, def string) string {

@@ -1,8 +1,9 @@
 // Package server assembles a jobstage server from a config: the store,
 // the jobs layer with the configured types, the activity monitor, one
-// pipeline per configured pipeline with its built-in handler, the HTTP
-// API and the metrics — as fx modules, the same ones an application that
-// embeds jobstage composes.
+// pipeline per configured pipeline with its handler (built-in, or a Go
+// handler the embedding application registered), the HTTP API and the
+// metrics — as fx modules, the same ones an application that embeds
+// jobstage composes. `jobstage serve` is this package run from a file.
 package server
 
 import (
@@ -11,9 +12,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -43,14 +46,34 @@ type Server struct {
 	log   *slog.Logger
 }
 
-// New assembles a server from cfg, which must have passed config.Load.
-// Nothing runs until Start.
-func New(cfg *config.Config, log *slog.Logger) (*Server, error) {
+// Options configure a Server beyond its config.
+type Options struct {
+	// Logger is the server's logger; nil: one made by NewLogger from the
+	// config's logging section, writing to standard error.
+	Logger *slog.Logger
+	// Handlers are the Go handlers the config's pipelines may name
+	// (`handler: {go: NAME}`). Adapt a typed handler with consumer.Raw:
+	//
+	//	Handlers: map[string]consumer.Handler[json.RawMessage, json.RawMessage]{
+	//		"resize": consumer.Raw(resize),
+	//	}
+	Handlers map[string]consumer.Handler[json.RawMessage, json.RawMessage]
+}
+
+// New assembles a server from cfg, which must have passed config.Load (or
+// config.Parse). Nothing runs until Start.
+func New(cfg *config.Config, o Options) (*Server, error) {
+	log := o.Logger
 	if log == nil {
-		log = slog.Default()
+		log = NewLogger(cfg.Logging, os.Stderr)
 	}
 	if err := httpapi.CheckListen(cfg.HTTP.Listen, len(cfg.HTTP.Tokens)); err != nil {
 		return nil, err
+	}
+	for _, name := range sortedKeys(cfg.Pipelines) {
+		if g := cfg.Pipelines[name].Handler.Go; g != "" && o.Handlers[g] == nil {
+			return nil, fmt.Errorf("pipeline %s: no Go handler registered as %q (server.Options.Handlers)", name, g)
+		}
 	}
 	s := &Server{log: log}
 	s.addr.Store("")
@@ -73,13 +96,32 @@ func New(cfg *config.Config, log *slog.Logger) (*Server, error) {
 		opts = append(opts, fdbq.DeclareType(name, cfg.Types[name].Settings()))
 	}
 	for _, name := range sortedKeys(cfg.Pipelines) {
-		opts = append(opts, pipeline.Provide(pipelineConstructor(name, cfg.Pipelines[name], log)))
+		opts = append(opts, pipeline.Provide(pipelineConstructor(name, cfg.Pipelines[name], o.Handlers, log)))
 	}
 	s.app = fx.New(opts...)
 	if err := s.app.Err(); err != nil {
 		return nil, rootCause(err)
 	}
 	return s, nil
+}
+
+// NewLogger returns the logger a config's logging section describes,
+// writing to w.
+func NewLogger(lc config.Logging, w io.Writer) *slog.Logger {
+	var level slog.Level
+	switch lc.Level {
+	case "debug":
+		level = slog.LevelDebug
+	case "warn":
+		level = slog.LevelWarn
+	case "error":
+		level = slog.LevelError
+	}
+	o := &slog.HandlerOptions{Level: level}
+	if lc.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, o))
+	}
+	return slog.New(slog.NewTextHandler(w, o))
 }
 
 // Start opens the store, registers the types, starts the monitor and the
@@ -134,9 +176,9 @@ func newMetrics(q *fdbq.Queue, db *kv.DB) (metricsOut, error) {
 // pipelineConstructor returns the fx constructor of a configured
 // pipeline: a producer for its type, the metrics stage, and a consumer
 // running its built-in handler.
-func pipelineConstructor(name string, pc config.Pipeline, log *slog.Logger) func(*fdbq.Queue, *metrics.Metrics) (*pipeline.Pipeline, error) {
+func pipelineConstructor(name string, pc config.Pipeline, goHandlers map[string]consumer.Handler[json.RawMessage, json.RawMessage], log *slog.Logger) func(*fdbq.Queue, *metrics.Metrics) (*pipeline.Pipeline, error) {
 	return func(q *fdbq.Queue, m *metrics.Metrics) (*pipeline.Pipeline, error) {
-		h, err := handler(pc.Handler)
+		h, err := handler(pc.Handler, goHandlers)
 		if err != nil {
 			return nil, fmt.Errorf("pipeline %s: %w", name, err)
 		}
@@ -163,8 +205,10 @@ func pipelineConstructor(name string, pc config.Pipeline, log *slog.Logger) func
 	}
 }
 
-func handler(h config.Handler) (consumer.Handler[json.RawMessage, json.RawMessage], error) {
+func handler(h config.Handler, goHandlers map[string]consumer.Handler[json.RawMessage, json.RawMessage]) (consumer.Handler[json.RawMessage, json.RawMessage], error) {
 	switch {
+	case h.Go != "":
+		return goHandlers[h.Go], nil
 	case h.Exec != nil:
 		return handlers.Exec(handlers.ExecOptions{Command: h.Exec.Command, Dir: h.Exec.Dir, Env: h.Exec.Env, MaxOutput: h.Exec.MaxOutput})
 	case h.HTTP != nil:

@@ -24,9 +24,10 @@ import (
 	"time"
 
 	"github.com/jobstage/jobstage/config"
+	"github.com/jobstage/jobstage/consumer"
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/httpapi"
-	"github.com/jobstage/jobstage/internal/server"
+	"github.com/jobstage/jobstage/server"
 )
 
 const waitLimit = 30 * time.Second
@@ -47,7 +48,7 @@ func parse(t *testing.T, yaml string, env map[string]string) *config.Config {
 
 func start(t *testing.T, cfg *config.Config) *server.Server {
 	t.Helper()
-	s, err := server.New(cfg, quiet())
+	s, err := server.New(cfg, server.Options{Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +161,7 @@ func TestTokensAndRoles(t *testing.T) {
 func TestNoTokensLoopbackOnly(t *testing.T) {
 	cfg := parse(t, fmt.Sprintf("store: {path: %s}\nhttp: {listen: 127.0.0.1:0}\n", t.TempDir()), nil)
 	cfg.HTTP.Listen = "0.0.0.0:0"
-	_, err := server.New(cfg, quiet())
+	_, err := server.New(cfg, server.Options{Logger: quiet()})
 	if err == nil || !strings.Contains(err.Error(), "loopback") {
 		t.Fatalf("non-loopback without tokens: %v", err)
 	}
@@ -196,7 +197,7 @@ func TestTLS(t *testing.T) {
 func TestStopDrainsAndStoreReopens(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	yaml := fmt.Sprintf("store: {path: %s}\ntypes: {echo: {}}\npipelines:\n  echo: {type: echo, handler: {exec: {command: [cat]}}}\nhttp: {listen: 127.0.0.1:0}\n", dir)
-	s, err := server.New(parse(t, yaml, nil), quiet())
+	s, err := server.New(parse(t, yaml, nil), server.Options{Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +268,7 @@ func TestRestartKeepsPause(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	yaml := fmt.Sprintf("store: {path: %s}\ntypes: {echo: {activity_timeout: 1m}, other: {}}\nhttp: {listen: 127.0.0.1:0}\n", dir)
 	ctx := context.Background()
-	s, err := server.New(parse(t, yaml, nil), quiet())
+	s, err := server.New(parse(t, yaml, nil), server.Options{Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,5 +304,58 @@ func TestRestartKeepsPause(t *testing.T) {
 	}
 	if o := got["other"]; o == nil || o.Settings.Paused {
 		t.Errorf("other after restart: %+v", o)
+	}
+}
+
+// TestGoHandler: an application registers a typed Go handler by name and
+// a configured pipeline runs it, with the metrics and logging of the
+// built-in handlers; a pipeline naming an unregistered handler is refused.
+func TestGoHandler(t *testing.T) {
+	type in struct{ N int }
+	double := func(ctx context.Context, j *consumer.Job[in]) (int, error) {
+		if j.Data.N < 0 {
+			return 0, errors.New("negative")
+		}
+		return 2 * j.Data.N, nil
+	}
+	yaml := fmt.Sprintf("store: {path: %s}\ntypes: {math: {retry: {max_attempts: 1}}}\npipelines:\n  math: {type: math, handler: {go: double}}\nhttp: {listen: 127.0.0.1:0}\n",
+		filepath.Join(t.TempDir(), "data"))
+	if _, err := server.New(parse(t, yaml, nil), server.Options{Logger: quiet()}); err == nil || !strings.Contains(err.Error(), `no Go handler registered as "double"`) {
+		t.Fatalf("unregistered Go handler: %v", err)
+	}
+	s, err := server.New(parse(t, yaml, nil), server.Options{Logger: quiet(),
+		Handlers: map[string]consumer.Handler[json.RawMessage, json.RawMessage]{"double": consumer.Raw(double)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(ctx)
+	cl := httpapi.NewClient("http://"+s.Addr(), "", nil)
+	for id, data := range map[string]string{"a": `{"N":21}`, "b": `{"N":-1}`} {
+		if _, err := cl.Enqueue(ctx, "math", httpapi.NewJob{ID: id, Data: json.RawMessage(data)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, err := cl.Wait(ctx, "math", "a", fdbq.Finished, waitLimit)
+	if err != nil || a.Outcome != fdbq.Succeeded || string(a.Result) != "42" {
+		t.Errorf("a: %v %+v", err, a)
+	}
+	b, err := cl.Wait(ctx, "math", "b", fdbq.Finished, waitLimit)
+	if err != nil || b.Outcome != fdbq.Failed || b.Error != "negative" {
+		t.Errorf("b: %v %+v", err, b)
+	}
+	resp, err := http.Get("http://" + s.Addr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`jobstage_jobs_finished_total{outcome="succeeded",type="math"} 1`, `jobstage_jobs_finished_total{outcome="failed",type="math"} 1`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %s", want)
+		}
 	}
 }
