@@ -264,7 +264,7 @@ func TestRegistryHasEveryMetric(t *testing.T) {
 	m.Enqueued("email", 1)
 	m.Accepted([]*fdbq.Lease{{Job: fdbq.Job{Type: "email", ID: "x", ScheduledAt: time.Now()}}})
 	m.Finished("email", metrics.OutcomeSucceeded)
-	m.OnSweep(fdbq.SweepStats{Recycled: 1})
+	m.OnSweep(fdbq.SweepStats{Recycled: 1, ByType: map[string]fdbq.TypeSweepStats{"email": {Recycled: 1}}})
 	m.HTTPObserve("GET /healthz", 200, time.Millisecond)
 	h := metrics.Middleware[task, string](m)(func(context.Context, *consumer.Job[task]) (string, error) { return "", errors.New("no") })
 	if _, err := h(context.Background(), &consumer.Job[task]{Type: "email", Attempt: 1}); err == nil {
@@ -477,7 +477,7 @@ func TestNilMetricsCountNothing(t *testing.T) {
 	m.Enqueued("email", 1)
 	m.Accepted([]*fdbq.Lease{{}})
 	m.Finished("email", metrics.OutcomeFailed)
-	m.OnSweep(fdbq.SweepStats{Recycled: 1})
+	m.OnSweep(fdbq.SweepStats{Recycled: 1, ByType: map[string]fdbq.TypeSweepStats{"email": {Recycled: 1}}})
 	m.HTTPObserve("GET /healthz", 200, time.Millisecond)
 	m.ObserveStore(nil)
 	m.ObservePipeline("p", "email", nil)
