@@ -19,7 +19,7 @@ import (
 // on-disk embedded store (every commit fsynced): b.N jobs enqueued with
 // AddBatch (1000 per transaction), then burnt down by a pipeline. It
 // reports jobs/s for the whole run and for the burn-down alone, and store
-// transactions and commits per job.
+// transactions, commits and conflicts per job.
 //
 //	go test -run '^$' -bench Throughput -benchtime 20000x ./pipeline/
 //
@@ -56,7 +56,7 @@ func benchThroughput(b *testing.B, conc int, batchFinish bool) {
 	st := e.db.Stats()
 	b.ResetTimer()
 	start := time.Now()
-	tx0, commits0 := st.Transactions.Load(), st.Commits.Load()
+	tx0, commits0, conflicts0 := st.Transactions.Load(), st.Commits.Load(), st.Conflicts.Load()
 
 	const chunk = 1000
 	jobs := make([]fdbq.NewJob, 0, chunk)
@@ -86,6 +86,7 @@ func benchThroughput(b *testing.B, conc int, batchFinish bool) {
 	end := time.Now()
 	b.StopTimer()
 	tx, commits := st.Transactions.Load()-tx0, st.Commits.Load()-commits0
+	conflicts := st.Conflicts.Load() - conflicts0
 	if fin := e.count(b, fdbq.Finished); fin != int64(n) {
 		b.Fatalf("%d of %d finished", fin, n)
 	}
@@ -94,6 +95,7 @@ func benchThroughput(b *testing.B, conc int, batchFinish bool) {
 	b.ReportMetric(float64(tx)/float64(n), "tx/job")
 	b.ReportMetric(float64(tx-txAdd)/float64(n), "work-tx/job")
 	b.ReportMetric(float64(commits)/float64(n), "commits/job")
+	b.ReportMetric(float64(conflicts)/float64(n), "conflicts/job")
 }
 
 // BenchmarkEnqueueToStart measures the latency from the call that adds a
