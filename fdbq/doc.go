@@ -34,10 +34,12 @@
 // (Options.Prefix, default ("jobstage",)), so several deployments share a
 // store without seeing each other.
 //
-//	(P, 1, type, id)                      job record: JSON (state, outcome, data, result, error,
+//	(P, 1, type, id)                      job record (state, outcome, data, result, error,
 //	                                      progress, priority, attempts, max attempts, retry policy
 //	                                      override, lock, last lock exit, last add, resubmit flag and time,
-//	                                      added/scheduled/started/heartbeat/finished/expires times)
+//	                                      added/scheduled/started/heartbeat/finished/expires times), in
+//	                                      a binary form whose first byte names the format (codec.go;
+//	                                      0x01 now; records written as JSON before it, '{', still read)
 //	(P, 2, type, -priority, sched_ms, id) pending index: highest priority first, then earliest;
 //	                                      the value is a copy of the job record when it is at most
 //	                                      2 KB (else empty), so Accept reads no record separately
