@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/jobstage/jobstage/kv"
@@ -35,8 +36,98 @@ type AcceptOptions struct {
 	// at random — whole priority bands first, so priority order stays
 	// strict — so that concurrent acceptors rarely take the same job;
 	// default max(4·Max, DefaultWindow), at most 1024. 1 (or Max) accepts
-	// in strict order.
+	// in strict order. With a Group, the default is
+	// max(DefaultWindow, Max + the jobs the group's other accepts hold).
 	Window int
+	// Group, if set, is shared by accepts of this process that run at
+	// once (a producer's accept loops): an accept never picks a job that
+	// another accept of the group picked and has not yet committed, so
+	// they do not conflict with each other.
+	Group *AcceptGroup
+}
+
+// AcceptGroup keeps accepts of one process that take jobs of one type at
+// the same time from picking the same jobs. Each accept picks at random
+// from a window of due jobs, so that acceptors that know nothing of each
+// other rarely collide; but the random pick helps little when each takes
+// a large batch: two accepts of 256 jobs from a window of 1024 almost
+// always share one, and the one that commits second fails whole and
+// starts again (a third of a pipeline's accepts did). Accepts that share
+// a group skip each other's picks instead, and, because those no longer
+// need spreading out, read a window only as wide as their batch plus what
+// the others hold. The zero value is ready to use.
+type AcceptGroup struct {
+	mu sync.Mutex
+	// taken holds the pending index keys picked by the group's accepts
+	// whose transactions have not finished.
+	taken map[string]struct{}
+	// wake is closed (and replaced) when an accept lets go of its keys.
+	wake chan struct{}
+}
+
+// held is how many jobs the group's accepts hold.
+func (g *AcceptGroup) held() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.taken)
+}
+
+// pick chooses up to max of cands that no other accept of the group holds
+// (as package-level pick does) and holds them, appending their keys to
+// keys. When it finds none free it returns a channel that is closed when
+// an accept of the group next lets go.
+func (g *AcceptGroup) pick(cands []candidate, max int, keys []string) ([]candidate, []string, <-chan struct{}) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	free := cands[:0:0]
+	for i, c := range cands {
+		if _, ok := g.taken[string(c.key)]; ok {
+			if free == nil {
+				free = append(make([]candidate, 0, len(cands)), cands[:i]...)
+			}
+			continue
+		}
+		if free != nil {
+			free = append(free, c)
+		}
+	}
+	if free == nil {
+		free = cands
+	}
+	if len(free) > max {
+		free = pick(free, max)
+	}
+	if len(free) == 0 {
+		if g.wake == nil {
+			g.wake = make(chan struct{})
+		}
+		return nil, keys, g.wake
+	}
+	if g.taken == nil {
+		g.taken = make(map[string]struct{})
+	}
+	for _, c := range free {
+		k := string(c.key)
+		g.taken[k] = struct{}{}
+		keys = append(keys, k)
+	}
+	return free, keys, nil
+}
+
+// release lets the group's accepts pick keys again.
+func (g *AcceptGroup) release(keys []string) {
+	if len(keys) == 0 {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, k := range keys {
+		delete(g.taken, k)
+	}
+	if g.wake != nil {
+		close(g.wake)
+		g.wake = nil
+	}
 }
 
 // DefaultWindow is the least number of due jobs an accept picks from
@@ -52,6 +143,9 @@ type acceptResult struct {
 	next int64
 	// watch fires when the type's watch key changes.
 	watch kv.Watch
+	// groupWake, set instead of watch when every due job was held by
+	// other accepts of the group, is closed when one of them lets go.
+	groupWake <-chan struct{}
 }
 
 // Accept takes up to o.Max due jobs of a type, highest priority first and
@@ -64,10 +158,11 @@ func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lea
 	if o.Max <= 0 {
 		o.Max = 1
 	}
-	if o.Window <= 0 {
+	fixedWindow := o.Window > 0
+	if !fixedWindow {
 		o.Window = max(4*o.Max, DefaultWindow)
 	}
-	o.Window = min(max(o.Window, o.Max), 1024)
+	o.Window = min(max(o.Window, o.Max), maxWindow)
 	var deadline <-chan time.Time
 	if o.Timeout > 0 {
 		t := time.NewTimer(o.Timeout)
@@ -82,14 +177,41 @@ func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lea
 		lock := newToken()
 		claimMs := q.nowMs()
 		wait := o.Timeout != 0
+		if o.Group != nil && !fixedWindow {
+			o.Window = min(max(DefaultWindow, o.Max+o.Group.held()), maxWindow)
+		}
+		// The keys this accept's current attempt holds in its group; an
+		// attempt that failed lets go of its picks before the retry picks
+		// again, and the accept lets go once its commit is done.
+		var held []string
 		res, err := kv.Transact(ctx, q.db, func(tx kv.Tx) (*acceptResult, error) {
-			return q.acceptTx(tx, typ, o, lock, claimMs, wait)
+			if o.Group != nil {
+				o.Group.release(held)
+				held = held[:0]
+			}
+			return q.acceptTx(tx, typ, o, lock, claimMs, wait, &held)
 		})
+		if o.Group != nil {
+			o.Group.release(held)
+		}
 		if err != nil {
 			return nil, err
 		}
 		if len(res.leases) > 0 || !wait {
 			return res.leases, nil
+		}
+		if res.groupWake != nil {
+			// Every due job is held by another accept of the group, which
+			// will commit (they are gone) or fail (they are free again):
+			// look again when it lets go.
+			select {
+			case <-res.groupWake:
+				continue
+			case <-deadline:
+				return nil, nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
 		}
 		if res.watch == nil {
 			// A retry found the claim of an attempt that did commit, but
@@ -124,7 +246,12 @@ func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lea
 	}
 }
 
-func (q *Queue) acceptTx(tx kv.Tx, typ string, o AcceptOptions, lock string, claimMs int64, wait bool) (*acceptResult, error) {
+// maxWindow bounds AcceptOptions.Window.
+const maxWindow = 1024
+
+// acceptTx is one attempt of an accept; with a group, it holds the keys it
+// picks there and appends them to held.
+func (q *Queue) acceptTx(tx kv.Tx, typ string, o AcceptOptions, lock string, claimMs int64, wait bool, held *[]string) (*acceptResult, error) {
 	s, err := q.settings(tx, typ)
 	if err != nil {
 		return nil, err
@@ -161,7 +288,16 @@ func (q *Queue) acceptTx(tx kv.Tx, typ string, o AcceptOptions, lock string, cla
 	// Pick Max at random from the window, then keep index order among the
 	// picked ones. Only the picked keys get read conflicts, so acceptors
 	// conflict only when they pick the same job.
-	if len(cands) > o.Max {
+	if o.Group != nil {
+		var wake <-chan struct{}
+		cands, *held, wake = o.Group.pick(cands, o.Max, *held)
+		if len(cands) == 0 {
+			if wait {
+				res.groupWake = wake
+			}
+			return res, nil
+		}
+	} else if len(cands) > o.Max {
 		cands = pick(cands, o.Max)
 	}
 	ids := make([]string, 0, len(cands))

@@ -85,6 +85,15 @@
 // makes it strict. With nothing due, Accept watches the type's watch key in
 // the same transaction and sets a timer for the earliest scheduled job.
 //
+// A random pick keeps acceptors of one job at a time apart, but not
+// acceptors of large batches: two accepts of 256 jobs from a window of
+// 1024 almost surely share a job, and one of them fails whole (a third of
+// a pipeline's accepts did, with four in flight). Accepts of one process
+// that run at once therefore share an AcceptGroup (a producer's accept
+// loops do): each skips the jobs the others picked and have not committed
+// yet, so they do not conflict with each other, and their window need
+// only be as wide as the batch plus what the others hold.
+//
 // # Idempotence under commit_unknown_result
 //
 // kv.DB.Transact retries a transaction whose commit result is unknown, and

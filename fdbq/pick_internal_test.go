@@ -41,3 +41,41 @@ func TestPickSamplesInOrder(t *testing.T) {
 		t.Fatalf("picked %d of a window of %d with room for all", len(out), len(cands))
 	}
 }
+
+// An accept group's accepts skip the keys another holds; one that finds
+// every key held gets a channel that the next release closes.
+func TestAcceptGroupSkipsHeld(t *testing.T) {
+	var cands []candidate
+	for i := 0; i < 6; i++ {
+		cands = append(cands, candidate{key: []byte(fmt.Sprintf("k%d", i))})
+	}
+	var g AcceptGroup
+	first, held1, wake := g.pick(cands, 4, nil)
+	if len(first) != 4 || len(held1) != 4 || wake != nil || g.held() != 4 {
+		t.Fatalf("first pick: %d candidates, %d held, wake %v", len(first), len(held1), wake)
+	}
+	second, held2, _ := g.pick(append([]candidate(nil), cands...), 4, nil)
+	if len(second) != 2 {
+		t.Fatalf("second pick took %d, want the 2 not held", len(second))
+	}
+	for _, c := range second {
+		for _, k := range held1 {
+			if string(c.key) == k {
+				t.Fatalf("%s picked while held", k)
+			}
+		}
+	}
+	none, _, wake := g.pick(append([]candidate(nil), cands...), 4, nil)
+	if len(none) != 0 || wake == nil {
+		t.Fatalf("with every key held: %d picked, wake %v", len(none), wake)
+	}
+	g.release(held2)
+	select {
+	case <-wake:
+	default:
+		t.Fatal("release did not close the wake channel")
+	}
+	if again, _, _ := g.pick(append([]candidate(nil), cands...), 4, nil); len(again) != 2 {
+		t.Fatalf("after release, picked %d, want 2", len(again))
+	}
+}
