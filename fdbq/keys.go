@@ -1,6 +1,9 @@
 package fdbq
 
 import (
+	"sync"
+	"sync/atomic"
+
 	"github.com/jobstage/jobstage/kv"
 	"github.com/jobstage/jobstage/kv/tuple"
 )
@@ -21,6 +24,46 @@ const (
 // keys builds the queue's keys under one prefix.
 type keys struct {
 	root tuple.Subspace
+	// perType caches each type's counter keys, which every state change
+	// writes (a *typeKeys per type name, for up to maxCachedTypes types).
+	perType *sync.Map
+	cached  *atomic.Int32
+}
+
+func newKeys(root tuple.Subspace) keys {
+	return keys{root: root, perType: &sync.Map{}, cached: &atomic.Int32{}}
+}
+
+// maxCachedTypes bounds the cache of per-type keys: type names come from
+// callers, and a caller that makes them up must not grow it without end.
+const maxCachedTypes = 1024
+
+// typeKeys are one type's counter keys. They are shared: never modify
+// them.
+type typeKeys struct {
+	watch, change []byte
+	count         map[State][]byte
+}
+
+func (k keys) of(typ string) *typeKeys {
+	if v, ok := k.perType.Load(typ); ok {
+		return v.(*typeKeys)
+	}
+	tk := &typeKeys{
+		watch:  k.root.MustPack(tuple.Tuple{tagWatch, typ}),
+		change: k.root.MustPack(tuple.Tuple{tagChange, typ}),
+		count:  map[State][]byte{},
+	}
+	for _, s := range []State{Pending, Running, Finished} {
+		tk.count[s] = k.root.MustPack(tuple.Tuple{tagCount, typ, string(s)})
+	}
+	if k.cached.Load() < maxCachedTypes {
+		if v, loaded := k.perType.LoadOrStore(typ, tk); loaded {
+			return v.(*typeKeys)
+		}
+		k.cached.Add(1)
+	}
+	return tk
 }
 
 func (k keys) job(typ, id string) []byte { return k.root.MustPack(tuple.Tuple{tagJob, typ, id}) }
@@ -37,8 +80,8 @@ func (k keys) pendingBand(typ string, priority int) tuple.Subspace {
 	return k.root.Sub(tagPending, typ, -priority)
 }
 
-func (k keys) watch(typ string) []byte  { return k.root.MustPack(tuple.Tuple{tagWatch, typ}) }
-func (k keys) change(typ string) []byte { return k.root.MustPack(tuple.Tuple{tagChange, typ}) }
+func (k keys) watch(typ string) []byte  { return k.of(typ).watch }
+func (k keys) change(typ string) []byte { return k.of(typ).change }
 
 func (k keys) active(typ string, expiresMs int64, id string) []byte {
 	return k.root.MustPack(tuple.Tuple{tagActive, typ, expiresMs, id})
@@ -53,6 +96,9 @@ func (k keys) finished(typ string, finishedMs int64, id string) []byte {
 func (k keys) finishedType(typ string) tuple.Subspace { return k.root.Sub(tagFinished, typ) }
 
 func (k keys) count(typ string, s State) []byte {
+	if b, ok := k.of(typ).count[s]; ok {
+		return b
+	}
 	return k.root.MustPack(tuple.Tuple{tagCount, typ, string(s)})
 }
 

@@ -594,6 +594,14 @@ func (t *txn) Atomic(op kv.MutationType, key, param []byte) {
 			t.buf.put(&bufEntry{key: string(key), kind: opClear})
 		}
 	case e.kind == opAtomic:
+		// Adds of one width in a row fold into one: (v + a) + b is
+		// v + (a + b) modulo the width. A transaction that counts each of
+		// many jobs it moves (the jobs layer does) then leaves one add per
+		// counter, not one per job, for the commit to apply.
+		if last := &e.chain[len(e.chain)-1]; op == kv.MutationAdd && last.op == kv.MutationAdd && len(last.param) == len(param) {
+			last.param, _ = kv.ApplyMutation(kv.MutationAdd, last.param, true, param)
+			return
+		}
 		e.chain = append(e.chain, atomicOp{op, param})
 	default: // opVSValue
 		t.fail(kv.ErrClientInvalidOperation.WithDetail("atomic %v on key %q whose versionstamped value is unknown until commit", op, truncate(key)))
