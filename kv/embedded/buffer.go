@@ -3,6 +3,7 @@ package embedded
 import (
 	"bytes"
 	"sort"
+	"unsafe"
 
 	"github.com/google/btree"
 
@@ -44,6 +45,9 @@ type writeBuffer struct {
 	entries *btree.BTreeG[*bufEntry]
 	cleared []kv.Range // sorted, disjoint, not adjacent
 	vsKeys  []kv.KeyValue
+	// probe is the search key of get, kept so that a lookup allocates
+	// nothing (the buffer is used under its transaction's lock).
+	probe bufEntry
 }
 
 func newWriteBuffer() *writeBuffer {
@@ -67,7 +71,10 @@ func (b *writeBuffer) get(key []byte) *bufEntry {
 	if b.entries == nil {
 		return nil
 	}
-	e, ok := b.entries.Get(&bufEntry{key: string(key)})
+	// The probe borrows key's bytes only for the search.
+	b.probe.key = unsafe.String(unsafe.SliceData(key), len(key))
+	e, ok := b.entries.Get(&b.probe)
+	b.probe.key = ""
 	if !ok {
 		return nil
 	}

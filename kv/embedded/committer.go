@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"time"
+	"unsafe"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -135,7 +136,11 @@ func (s *Store) commitBatch(batch []*commitReq) {
 	}
 	version := s.nextVersion
 	pb := s.db.NewBatch()
-	ov := &overlay{s: s, vals: make(map[string]ovVal)}
+	writes := 0
+	for _, req := range batch {
+		writes += req.buf.len() + len(req.buf.vsKeys)
+	}
+	ov := &overlay{s: s, vals: make(map[string]ovVal, writes)}
 	rec := batchRecord{version: version, at: now}
 	order := 0
 	var accepted []*commitReq
@@ -379,7 +384,9 @@ func (ov *overlay) apply(pb *pebble.Batch, req *commitReq, stamp kv.Versionstamp
 		ranges = append(ranges, c)
 	}
 	buf.ascend(func(e *bufEntry) bool {
-		k := []byte(e.key)
+		// Read only: Pebble's batch copies the key, and the overlay looks
+		// it up.
+		k := unsafe.Slice(unsafe.StringData(e.key), len(e.key))
 		var v []byte
 		exists := true
 		switch e.kind {
