@@ -411,6 +411,27 @@ type candidate struct {
 	record   []byte // the record's copy in the entry; empty if not copied
 }
 
+// parsePending reads a pending entry's key: the fast path of keys, or the
+// tuple layer for a key it does not read (which it then checks).
+func (q *Queue) parsePending(typ string, key []byte) (negPriority, schedMs int64, id string, err error) {
+	if n, s, id, ok := q.k.parsePending(typ, key); ok {
+		return n, s, id, nil
+	}
+	t, err := q.k.pendingType(typ).Unpack(key)
+	if err != nil {
+		return 0, 0, "", err
+	}
+	if len(t) == 3 {
+		n, ok1 := t[0].(int64)
+		s, ok2 := t[1].(int64)
+		id, ok3 := t[2].(string)
+		if ok1 && ok2 && ok3 {
+			return n, s, id, nil
+		}
+	}
+	return 0, 0, "", fmt.Errorf("fdbq: malformed pending entry %q", key)
+}
+
 // dueWindow reads, without conflicts, up to window due pending entries in
 // index order (priority bands from the highest, each by scheduled time),
 // and the earliest scheduled time of the entries not yet due.
@@ -426,13 +447,11 @@ func (q *Queue) dueWindow(snap kv.ReadTx, typ string, maxSched int64, window int
 		if err != nil || len(first) == 0 {
 			return out, next, err
 		}
-		t, err := sub.Unpack(first[0].Key)
+		neg, sched, _, err := q.parsePending(typ, first[0].Key)
 		if err != nil {
 			return nil, 0, err
 		}
-		neg, _ := t[0].(int64)
 		band := q.k.pendingBand(typ, int(-neg))
-		sched, _ := t[1].(int64)
 		if sched <= maxSched {
 			// The band's due entries start at first: reading from there,
 			// not from the band's start, does not step a second time over
@@ -445,12 +464,10 @@ func (q *Queue) dueWindow(snap kv.ReadTx, typ string, maxSched int64, window int
 				return nil, 0, err
 			}
 			for _, e := range kvs {
-				et, err := band.Unpack(e.Key)
+				_, s, id, err := q.parsePending(typ, e.Key)
 				if err != nil {
 					return nil, 0, err
 				}
-				s, _ := et[0].(int64)
-				id, _ := et[1].(string)
 				out = append(out, candidate{key: e.Key, priority: int(-neg), sched: s, id: id, record: e.Value})
 			}
 			// The band's first entry past the window, if not due, sets the
@@ -461,11 +478,11 @@ func (q *Queue) dueWindow(snap kv.ReadTx, typ string, maxSched int64, window int
 					return nil, 0, err
 				}
 				if len(rest) == 1 {
-					rt, err := band.Unpack(rest[0].Key)
+					_, s, _, err := q.parsePending(typ, rest[0].Key)
 					if err != nil {
 						return nil, 0, err
 					}
-					if s, _ := rt[0].(int64); next == 0 || s < next {
+					if next == 0 || s < next {
 						next = s
 					}
 				}
