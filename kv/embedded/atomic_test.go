@@ -73,3 +73,56 @@ func TestManyAtomicsOnOneKey(t *testing.T) {
 		t.Fatalf("committed: counter %d (want 740), narrow % x (want % x)", kv.DecodeInt64(got[0]), got[1], want)
 	}
 }
+
+// Atomics after a set, a clear or a range clear of their key in the same
+// transaction apply over what those left, not over the earlier chain.
+func TestAtomicsAfterOtherWrites(t *testing.T) {
+	st, err := embedded.Open("", embedded.Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := kv.NewDB(st, kv.Options{})
+	defer db.Close()
+	ctx := context.Background()
+	a, b, c := []byte("k/a"), []byte("k/b"), []byte("k/c")
+	if err := db.Transact(ctx, func(tx kv.Tx) error {
+		tx.Set(b, kv.EncodeInt64(100))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	read := func(tx kv.ReadTx) ([3]int64, error) {
+		var out [3]int64
+		for i, k := range [][]byte{a, b, c} {
+			v, err := tx.Get(k)
+			if err != nil {
+				return out, err
+			}
+			out[i] = kv.DecodeInt64(v)
+		}
+		return out, nil
+	}
+	want := [3]int64{11, 2, 3}
+	if err := db.Transact(ctx, func(tx kv.Tx) error {
+		tx.Add(a, 1)
+		tx.Set(a, kv.EncodeInt64(10))
+		tx.Add(a, 1)
+		tx.Add(b, 5)
+		tx.ClearRange(kv.Range{Begin: []byte("k/b"), End: []byte("k/c")})
+		tx.Add(b, 2)
+		tx.Add(c, 7)
+		tx.Clear(c)
+		tx.Add(c, 3)
+		got, err := read(tx)
+		if err == nil && got != want {
+			t.Errorf("in the transaction: %v, want %v", got, want)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := kv.ReadTransact(ctx, db, read)
+	if err != nil || got != want {
+		t.Fatalf("committed: %v (%v), want %v", got, err, want)
+	}
+}
