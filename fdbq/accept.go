@@ -58,10 +58,10 @@ type AcceptOptions struct {
 // the others hold. The zero value is ready to use.
 type AcceptGroup struct {
 	mu sync.Mutex
-	// taken holds the pending index keys picked by the group's accepts
-	// whose transactions have not finished.
-	taken map[string]struct{}
-	// wake is closed (and replaced) when an accept lets go of its keys.
+	// taken holds the jobs picked by the group's accepts whose
+	// transactions have not finished.
+	taken map[heldJob]struct{}
+	// wake is closed (and replaced) when an accept lets go of its jobs.
 	wake chan struct{}
 }
 
@@ -72,16 +72,19 @@ func (g *AcceptGroup) held() int {
 	return len(g.taken)
 }
 
-// pick chooses up to max of cands that no other accept of the group holds
-// (as package-level pick does) and holds them, appending their keys to
-// keys. When it finds none free it returns a channel that is closed when
-// an accept of the group next lets go.
-func (g *AcceptGroup) pick(cands []candidate, max int, keys []string) ([]candidate, []string, <-chan struct{}) {
+// heldJob names a job held in an accept group.
+type heldJob struct{ typ, id string }
+
+// pick chooses up to max of cands, jobs of type typ, that no other accept
+// of the group holds (as package-level pick does) and holds them,
+// appending them to held. When it finds none free it returns a channel
+// that is closed when an accept of the group next lets go.
+func (g *AcceptGroup) pick(typ string, cands []candidate, max int, held []heldJob) ([]candidate, []heldJob, <-chan struct{}) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	free := cands[:0:0]
 	for i, c := range cands {
-		if _, ok := g.taken[string(c.key)]; ok {
+		if _, ok := g.taken[heldJob{typ, c.id}]; ok {
 			if free == nil {
 				free = append(make([]candidate, 0, len(cands)), cands[:i]...)
 			}
@@ -101,27 +104,27 @@ func (g *AcceptGroup) pick(cands []candidate, max int, keys []string) ([]candida
 		if g.wake == nil {
 			g.wake = make(chan struct{})
 		}
-		return nil, keys, g.wake
+		return nil, held, g.wake
 	}
 	if g.taken == nil {
-		g.taken = make(map[string]struct{})
+		g.taken = make(map[heldJob]struct{})
 	}
 	for _, c := range free {
-		k := string(c.key)
+		k := heldJob{typ, c.id}
 		g.taken[k] = struct{}{}
-		keys = append(keys, k)
+		held = append(held, k)
 	}
-	return free, keys, nil
+	return free, held, nil
 }
 
-// release lets the group's accepts pick keys again.
-func (g *AcceptGroup) release(keys []string) {
-	if len(keys) == 0 {
+// release lets the group's accepts pick jobs again.
+func (g *AcceptGroup) release(held []heldJob) {
+	if len(held) == 0 {
 		return
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for _, k := range keys {
+	for _, k := range held {
 		delete(g.taken, k)
 	}
 	if g.wake != nil {
@@ -180,10 +183,10 @@ func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lea
 		if o.Group != nil && !fixedWindow {
 			o.Window = min(max(DefaultWindow, o.Max+o.Group.held()), maxWindow)
 		}
-		// The keys this accept's current attempt holds in its group; an
+		// The jobs this accept's current attempt holds in its group; an
 		// attempt that failed lets go of its picks before the retry picks
 		// again, and the accept lets go once its commit is done.
-		var held []string
+		var held []heldJob
 		res, err := kv.Transact(ctx, q.db, func(tx kv.Tx) (*acceptResult, error) {
 			if o.Group != nil {
 				o.Group.release(held)
@@ -249,9 +252,9 @@ func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lea
 // maxWindow bounds AcceptOptions.Window.
 const maxWindow = 1024
 
-// acceptTx is one attempt of an accept; with a group, it holds the keys it
+// acceptTx is one attempt of an accept; with a group, it holds the jobs it
 // picks there and appends them to held.
-func (q *Queue) acceptTx(tx kv.Tx, typ string, o AcceptOptions, lock string, claimMs int64, wait bool, held *[]string) (*acceptResult, error) {
+func (q *Queue) acceptTx(tx kv.Tx, typ string, o AcceptOptions, lock string, claimMs int64, wait bool, held *[]heldJob) (*acceptResult, error) {
 	s, err := q.settings(tx, typ)
 	if err != nil {
 		return nil, err
@@ -290,7 +293,7 @@ func (q *Queue) acceptTx(tx kv.Tx, typ string, o AcceptOptions, lock string, cla
 	// conflict only when they pick the same job.
 	if o.Group != nil {
 		var wake <-chan struct{}
-		cands, *held, wake = o.Group.pick(cands, o.Max, *held)
+		cands, *held, wake = o.Group.pick(typ, cands, o.Max, *held)
 		if len(cands) == 0 {
 			if wait {
 				res.groupWake = wake

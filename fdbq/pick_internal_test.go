@@ -47,25 +47,25 @@ func TestPickSamplesInOrder(t *testing.T) {
 func TestAcceptGroupSkipsHeld(t *testing.T) {
 	var cands []candidate
 	for i := 0; i < 6; i++ {
-		cands = append(cands, candidate{key: []byte(fmt.Sprintf("k%d", i))})
+		cands = append(cands, candidate{key: []byte(fmt.Sprintf("k%d", i)), id: fmt.Sprintf("j%d", i)})
 	}
 	var g AcceptGroup
-	first, held1, wake := g.pick(cands, 4, nil)
+	first, held1, wake := g.pick("t", cands, 4, nil)
 	if len(first) != 4 || len(held1) != 4 || wake != nil || g.held() != 4 {
 		t.Fatalf("first pick: %d candidates, %d held, wake %v", len(first), len(held1), wake)
 	}
-	second, held2, _ := g.pick(append([]candidate(nil), cands...), 4, nil)
+	second, held2, _ := g.pick("t", append([]candidate(nil), cands...), 4, nil)
 	if len(second) != 2 {
 		t.Fatalf("second pick took %d, want the 2 not held", len(second))
 	}
 	for _, c := range second {
 		for _, k := range held1 {
-			if string(c.key) == k {
-				t.Fatalf("%s picked while held", k)
+			if c.id == k.id {
+				t.Fatalf("%s picked while held", k.id)
 			}
 		}
 	}
-	none, _, wake := g.pick(append([]candidate(nil), cands...), 4, nil)
+	none, _, wake := g.pick("t", append([]candidate(nil), cands...), 4, nil)
 	if len(none) != 0 || wake == nil {
 		t.Fatalf("with every key held: %d picked, wake %v", len(none), wake)
 	}
@@ -75,7 +75,7 @@ func TestAcceptGroupSkipsHeld(t *testing.T) {
 	default:
 		t.Fatal("release did not close the wake channel")
 	}
-	if again, _, _ := g.pick(append([]candidate(nil), cands...), 4, nil); len(again) != 2 {
+	if again, _, _ := g.pick("t", append([]candidate(nil), cands...), 4, nil); len(again) != 2 {
 		t.Fatalf("after release, picked %d, want 2", len(again))
 	}
 }

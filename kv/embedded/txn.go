@@ -39,7 +39,7 @@ type txn struct {
 	state      txState
 	err        error // first bad write: fails every later read and the commit
 	buf        *writeBuffer
-	readKeys   map[string]struct{}
+	readKeys   []string // point reads with conflicts; a key may repeat
 	readRanges []kv.Range
 	writeKeys  map[string]struct{}
 	writeRngs  []kv.Range
@@ -702,10 +702,7 @@ func (t *txn) AddReadConflictKey(key []byte) {
 //
 // REQUIRES: t.mu is held.
 func (t *txn) addReadKey(key []byte) {
-	if t.readKeys == nil {
-		t.readKeys = make(map[string]struct{})
-	}
-	t.readKeys[string(key)] = struct{}{}
+	t.readKeys = append(t.readKeys, string(key))
 	t.size += len(key)
 }
 
