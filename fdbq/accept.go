@@ -289,7 +289,7 @@ func (q *Queue) acceptTx(tx kv.Tx, typ string, o AcceptOptions, lock string, cla
 		return res, nil
 	}
 	// Pick Max at random from the window, then keep index order among the
-	// picked ones. Only the picked keys get read conflicts, so acceptors
+	// picked ones. Only the picked jobs get read conflicts, so acceptors
 	// conflict only when they pick the same job.
 	if o.Group != nil {
 		var wake <-chan struct{}
@@ -305,7 +305,10 @@ func (q *Queue) acceptTx(tx kv.Tx, typ string, o AcceptOptions, lock string, cla
 	}
 	ids := make([]string, 0, len(cands))
 	for _, c := range cands {
-		tx.AddReadConflictKey(c.key)
+		// The read conflict is on the job's record, not on its pending
+		// entry: every change to a job rewrites (or clears) the record,
+		// and the entry changes only with it, so a conflict on the entry
+		// as well would catch nothing more.
 		var rec *record
 		var err error
 		if len(c.record) > 0 {

@@ -79,7 +79,8 @@
 //
 // An acceptor snapshot-reads a window of due pending entries (no read
 // conflicts), picks Max of them at random, and adds a read conflict only
-// on the entries it takes (couch_jobs' and FoundationDB's queue recipe), so
+// on the jobs it takes (couch_jobs' and FoundationDB's queue recipe: here
+// on their records, which change whenever their entries do), so
 // concurrent acceptors conflict only when they pick the same job. Within a
 // window the order is therefore not strict; AcceptOptions.Window = Max
 // makes it strict. With nothing due, Accept watches the type's watch key in

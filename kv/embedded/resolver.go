@@ -111,8 +111,10 @@ func (r *resolver) prune(horizon uint64, cutoff time.Time) {
 			break
 		}
 		for _, k := range b.keys {
-			if p, ok := r.points.Get(pointWrite{key: k}); ok && p.version == b.version {
-				r.points.Delete(p)
+			// One descent when the batch's write is still the latest (the
+			// usual case); a later write taken out with it goes back.
+			if p, ok := r.points.Delete(pointWrite{key: k}); ok && p.version != b.version {
+				r.points.ReplaceOrInsert(p)
 			}
 		}
 		r.prunedThrough = b.version
