@@ -46,7 +46,8 @@ type Envelope struct {
 	result json.RawMessage
 	err    error
 
-	hbStop chan struct{}
+	hb     *Heartbeater  // renews the lease, if set
+	hbStop chan struct{} // stops the envelope's own heartbeat, if it has one
 	done   chan struct{}
 	outErr error // what committing the outcome returned
 	onDone func(*Envelope)
@@ -78,6 +79,9 @@ type EnvelopeOptions struct {
 	// Heartbeat is the interval of the lease's heartbeat; 0: a third of the
 	// type's activity timeout, looked up by the caller.
 	Heartbeat time.Duration
+	// Heartbeater, if set, renews the lease (at its own interval, and
+	// Heartbeat is not used) instead of a goroutine of the envelope's own.
+	Heartbeater *Heartbeater
 	// Finisher commits the outcome; nil: one transaction per job.
 	Finisher Finisher
 	// OnDone, if set, runs once the outcome is committed or the job was
@@ -93,15 +97,31 @@ func NewEnvelope(parent context.Context, q *fdbq.Queue, l *fdbq.Lease, o Envelop
 		o.Acks = 1
 	}
 	ctx, cancel := context.WithCancelCause(parent)
-	e := &Envelope{Lease: l, q: q, fin: o.Finisher, ctx: ctx, cancel: cancel, hbStop: make(chan struct{}), done: make(chan struct{}), onDone: o.OnDone}
+	e := &Envelope{Lease: l, q: q, fin: o.Finisher, ctx: ctx, cancel: cancel, done: make(chan struct{}), onDone: o.OnDone}
 	if e.fin == nil {
 		e.fin = queueFinisher{q}
 	}
 	e.acks.Store(int32(o.Acks))
-	if o.Heartbeat > 0 {
+	switch {
+	case o.Heartbeater != nil:
+		e.hb = o.Heartbeater
+		e.hb.add(e)
+	case o.Heartbeat > 0:
+		e.hbStop = make(chan struct{})
 		go e.heartbeat(o.Heartbeat)
 	}
 	return e
+}
+
+// stopHeartbeat ends the lease's renewal; the caller settles the envelope,
+// which happens once.
+func (e *Envelope) stopHeartbeat() {
+	if e.hb != nil {
+		e.hb.remove(e)
+	}
+	if e.hbStop != nil {
+		close(e.hbStop)
+	}
 }
 
 // Context is cancelled when the job must stop: its lock is gone
@@ -178,7 +198,7 @@ func (e *Envelope) Ack(result json.RawMessage, err error) {
 	if e.state.Swap(settled) == settled {
 		return // released before any handler started
 	}
-	close(e.hbStop)
+	e.stopHeartbeat()
 	// The outcome is committed even when the pipeline is stopping: the
 	// work was done; only a halted job has nothing to commit.
 	ctx := context.WithoutCancel(e.ctx)
@@ -222,7 +242,7 @@ func ReleaseUnstarted(ctx context.Context, envs []*Envelope) (int, error) {
 	byQueue := map[*fdbq.Queue][]*Envelope{}
 	for _, e := range envs {
 		if e.state.CompareAndSwap(buffered, settled) {
-			close(e.hbStop)
+			e.stopHeartbeat()
 			e.cancel(ErrReleased)
 			byQueue[e.q] = append(byQueue[e.q], e)
 		}

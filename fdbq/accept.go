@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/jobstage/jobstage/kv"
@@ -35,8 +36,101 @@ type AcceptOptions struct {
 	// at random — whole priority bands first, so priority order stays
 	// strict — so that concurrent acceptors rarely take the same job;
 	// default max(4·Max, DefaultWindow), at most 1024. 1 (or Max) accepts
-	// in strict order.
+	// in strict order. With a Group, the default is
+	// max(DefaultWindow, Max + the jobs the group's other accepts hold).
 	Window int
+	// Group, if set, is shared by accepts of this process that run at
+	// once (a producer's accept loops): an accept never picks a job that
+	// another accept of the group picked and has not yet committed, so
+	// they do not conflict with each other.
+	Group *AcceptGroup
+}
+
+// AcceptGroup keeps accepts of one process that take jobs of one type at
+// the same time from picking the same jobs. Each accept picks at random
+// from a window of due jobs, so that acceptors that know nothing of each
+// other rarely collide; but the random pick helps little when each takes
+// a large batch: two accepts of 256 jobs from a window of 1024 almost
+// always share one, and the one that commits second fails whole and
+// starts again (a third of a pipeline's accepts did). Accepts that share
+// a group skip each other's picks instead, and, because those no longer
+// need spreading out, read a window only as wide as their batch plus what
+// the others hold. The zero value is ready to use.
+type AcceptGroup struct {
+	mu sync.Mutex
+	// taken holds the jobs picked by the group's accepts whose
+	// transactions have not finished.
+	taken map[heldJob]struct{}
+	// wake is closed (and replaced) when an accept lets go of its jobs.
+	wake chan struct{}
+}
+
+// held is how many jobs the group's accepts hold.
+func (g *AcceptGroup) held() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.taken)
+}
+
+// heldJob names a job held in an accept group.
+type heldJob struct{ typ, id string }
+
+// pick chooses up to max of cands, jobs of type typ, that no other accept
+// of the group holds (as package-level pick does) and holds them,
+// appending them to held. When it finds none free it returns a channel
+// that is closed when an accept of the group next lets go.
+func (g *AcceptGroup) pick(typ string, cands []candidate, max int, held []heldJob) ([]candidate, []heldJob, <-chan struct{}) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	free := cands[:0:0]
+	for i, c := range cands {
+		if _, ok := g.taken[heldJob{typ, c.id}]; ok {
+			if free == nil {
+				free = append(make([]candidate, 0, len(cands)), cands[:i]...)
+			}
+			continue
+		}
+		if free != nil {
+			free = append(free, c)
+		}
+	}
+	if free == nil {
+		free = cands
+	}
+	if len(free) > max {
+		free = pick(free, max)
+	}
+	if len(free) == 0 {
+		if g.wake == nil {
+			g.wake = make(chan struct{})
+		}
+		return nil, held, g.wake
+	}
+	if g.taken == nil {
+		g.taken = make(map[heldJob]struct{})
+	}
+	for _, c := range free {
+		k := heldJob{typ, c.id}
+		g.taken[k] = struct{}{}
+		held = append(held, k)
+	}
+	return free, held, nil
+}
+
+// release lets the group's accepts pick jobs again.
+func (g *AcceptGroup) release(held []heldJob) {
+	if len(held) == 0 {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, k := range held {
+		delete(g.taken, k)
+	}
+	if g.wake != nil {
+		close(g.wake)
+		g.wake = nil
+	}
 }
 
 // DefaultWindow is the least number of due jobs an accept picks from
@@ -52,6 +146,9 @@ type acceptResult struct {
 	next int64
 	// watch fires when the type's watch key changes.
 	watch kv.Watch
+	// groupWake, set instead of watch when every due job was held by
+	// other accepts of the group, is closed when one of them lets go.
+	groupWake <-chan struct{}
 }
 
 // Accept takes up to o.Max due jobs of a type, highest priority first and
@@ -64,10 +161,11 @@ func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lea
 	if o.Max <= 0 {
 		o.Max = 1
 	}
-	if o.Window <= 0 {
+	fixedWindow := o.Window > 0
+	if !fixedWindow {
 		o.Window = max(4*o.Max, DefaultWindow)
 	}
-	o.Window = min(max(o.Window, o.Max), 1024)
+	o.Window = min(max(o.Window, o.Max), maxWindow)
 	var deadline <-chan time.Time
 	if o.Timeout > 0 {
 		t := time.NewTimer(o.Timeout)
@@ -82,14 +180,41 @@ func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lea
 		lock := newToken()
 		claimMs := q.nowMs()
 		wait := o.Timeout != 0
+		if o.Group != nil && !fixedWindow {
+			o.Window = min(max(DefaultWindow, o.Max+o.Group.held()), maxWindow)
+		}
+		// The jobs this accept's current attempt holds in its group; an
+		// attempt that failed lets go of its picks before the retry picks
+		// again, and the accept lets go once its commit is done.
+		var held []heldJob
 		res, err := kv.Transact(ctx, q.db, func(tx kv.Tx) (*acceptResult, error) {
-			return q.acceptTx(tx, typ, o, lock, claimMs, wait)
+			if o.Group != nil {
+				o.Group.release(held)
+				held = held[:0]
+			}
+			return q.acceptTx(tx, typ, o, lock, claimMs, wait, &held)
 		})
+		if o.Group != nil {
+			o.Group.release(held)
+		}
 		if err != nil {
 			return nil, err
 		}
 		if len(res.leases) > 0 || !wait {
 			return res.leases, nil
+		}
+		if res.groupWake != nil {
+			// Every due job is held by another accept of the group, which
+			// will commit (they are gone) or fail (they are free again):
+			// look again when it lets go.
+			select {
+			case <-res.groupWake:
+				continue
+			case <-deadline:
+				return nil, nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
 		}
 		if res.watch == nil {
 			// A retry found the claim of an attempt that did commit, but
@@ -124,7 +249,12 @@ func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lea
 	}
 }
 
-func (q *Queue) acceptTx(tx kv.Tx, typ string, o AcceptOptions, lock string, claimMs int64, wait bool) (*acceptResult, error) {
+// maxWindow bounds AcceptOptions.Window.
+const maxWindow = 1024
+
+// acceptTx is one attempt of an accept; with a group, it holds the jobs it
+// picks there and appends them to held.
+func (q *Queue) acceptTx(tx kv.Tx, typ string, o AcceptOptions, lock string, claimMs int64, wait bool, held *[]heldJob) (*acceptResult, error) {
 	s, err := q.settings(tx, typ)
 	if err != nil {
 		return nil, err
@@ -159,14 +289,26 @@ func (q *Queue) acceptTx(tx kv.Tx, typ string, o AcceptOptions, lock string, cla
 		return res, nil
 	}
 	// Pick Max at random from the window, then keep index order among the
-	// picked ones. Only the picked keys get read conflicts, so acceptors
+	// picked ones. Only the picked jobs get read conflicts, so acceptors
 	// conflict only when they pick the same job.
-	if len(cands) > o.Max {
+	if o.Group != nil {
+		var wake <-chan struct{}
+		cands, *held, wake = o.Group.pick(typ, cands, o.Max, *held)
+		if len(cands) == 0 {
+			if wait {
+				res.groupWake = wake
+			}
+			return res, nil
+		}
+	} else if len(cands) > o.Max {
 		cands = pick(cands, o.Max)
 	}
 	ids := make([]string, 0, len(cands))
 	for _, c := range cands {
-		tx.AddReadConflictKey(c.key)
+		// The read conflict is on the job's record, not on its pending
+		// entry: every change to a job rewrites (or clears) the record,
+		// and the entry changes only with it, so a conflict on the entry
+		// as well would catch nothing more.
 		var rec *record
 		var err error
 		if len(c.record) > 0 {
@@ -243,12 +385,26 @@ func pick(cands []candidate, max int) []candidate {
 		}
 		band := cands[i:j]
 		if need := max - len(out); len(band) > need {
-			rand.Shuffle(len(band), func(a, b int) { band[a], band[b] = band[b], band[a] })
-			band = band[:need]
-			sortCandidates(band)
+			out = sample(out, band, need)
+		} else {
+			out = append(out, band...)
 		}
-		out = append(out, band...)
 		i = j
+	}
+	return out
+}
+
+// sample appends k of band's candidates to out, each k-subset equally
+// likely, in band's order: selection sampling (Knuth's Algorithm S) takes
+// each candidate with probability (still needed)/(still left), one pass
+// and no sort. Shuffling and sorting the chosen ones back into index order
+// cost more than the rest of an accept of 256 jobs from a window of 1024.
+func sample(out, band []candidate, k int) []candidate {
+	for i := 0; k > 0; i++ {
+		if left := len(band) - i; rand.IntN(left) < k {
+			out = append(out, band[i])
+			k--
+		}
 	}
 	return out
 }
@@ -261,12 +417,25 @@ type candidate struct {
 	record   []byte // the record's copy in the entry; empty if not copied
 }
 
-func sortCandidates(c []candidate) {
-	for i := 1; i < len(c); i++ {
-		for j := i; j > 0 && string(c[j].key) < string(c[j-1].key); j-- {
-			c[j], c[j-1] = c[j-1], c[j]
+// parsePending reads a pending entry's key: the fast path of keys, or the
+// tuple layer for a key it does not read (which it then checks).
+func (q *Queue) parsePending(typ string, key []byte) (negPriority, schedMs int64, id string, err error) {
+	if n, s, id, ok := q.k.parsePending(typ, key); ok {
+		return n, s, id, nil
+	}
+	t, err := q.k.pendingType(typ).Unpack(key)
+	if err != nil {
+		return 0, 0, "", err
+	}
+	if len(t) == 3 {
+		n, ok1 := t[0].(int64)
+		s, ok2 := t[1].(int64)
+		id, ok3 := t[2].(string)
+		if ok1 && ok2 && ok3 {
+			return n, s, id, nil
 		}
 	}
+	return 0, 0, "", fmt.Errorf("fdbq: malformed pending entry %q", key)
 }
 
 // dueWindow reads, without conflicts, up to window due pending entries in
@@ -284,13 +453,11 @@ func (q *Queue) dueWindow(snap kv.ReadTx, typ string, maxSched int64, window int
 		if err != nil || len(first) == 0 {
 			return out, next, err
 		}
-		t, err := sub.Unpack(first[0].Key)
+		neg, sched, _, err := q.parsePending(typ, first[0].Key)
 		if err != nil {
 			return nil, 0, err
 		}
-		neg, _ := t[0].(int64)
 		band := q.k.pendingBand(typ, int(-neg))
-		sched, _ := t[1].(int64)
 		if sched <= maxSched {
 			// The band's due entries start at first: reading from there,
 			// not from the band's start, does not step a second time over
@@ -303,12 +470,10 @@ func (q *Queue) dueWindow(snap kv.ReadTx, typ string, maxSched int64, window int
 				return nil, 0, err
 			}
 			for _, e := range kvs {
-				et, err := band.Unpack(e.Key)
+				_, s, id, err := q.parsePending(typ, e.Key)
 				if err != nil {
 					return nil, 0, err
 				}
-				s, _ := et[0].(int64)
-				id, _ := et[1].(string)
 				out = append(out, candidate{key: e.Key, priority: int(-neg), sched: s, id: id, record: e.Value})
 			}
 			// The band's first entry past the window, if not due, sets the
@@ -319,11 +484,11 @@ func (q *Queue) dueWindow(snap kv.ReadTx, typ string, maxSched int64, window int
 					return nil, 0, err
 				}
 				if len(rest) == 1 {
-					rt, err := band.Unpack(rest[0].Key)
+					_, s, _, err := q.parsePending(typ, rest[0].Key)
 					if err != nil {
 						return nil, 0, err
 					}
-					if s, _ := rt[0].(int64); next == 0 || s < next {
+					if next == 0 || s < next {
 						next = s
 					}
 				}

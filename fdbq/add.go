@@ -44,23 +44,19 @@ func (q *Queue) prepare(j *NewJob) error {
 	if len(j.Data) > MaxDataSize {
 		return fmt.Errorf("%w: data of %d bytes is larger than %d", ErrDataTooLarge, len(j.Data), MaxDataSize)
 	}
-	if len(j.Data) > 0 && !json.Valid(j.Data) {
+	// The record stores data as encoding/json writes it (compacted,
+	// HTML-escaped), as it did when records were JSON. Taking that form
+	// here makes a resubmit of the same data compare equal (and write
+	// nothing), makes Add return what Get will, and makes the size check
+	// count the bytes really stored.
+	canon, ok := canonicalJSON(j.Data)
+	if !ok {
 		return fmt.Errorf("%w: data of job %q is not valid JSON", ErrInvalidJob, j.ID)
 	}
-	if len(j.Data) > 0 {
-		// The record stores data as encoding/json rewrites it (compacted,
-		// HTML-escaped). Taking that form here makes a resubmit of the same
-		// data compare equal (and write nothing), makes Add return what Get
-		// will, and makes the size check count the bytes really stored.
-		canon, err := json.Marshal(j.Data)
-		if err != nil {
-			return fmt.Errorf("%w: data of job %q: %v", ErrInvalidJob, j.ID, err)
-		}
-		if len(canon) > MaxDataSize {
-			return fmt.Errorf("%w: data of %d bytes (%d as stored) is larger than %d", ErrDataTooLarge, len(j.Data), len(canon), MaxDataSize)
-		}
-		j.Data = canon
+	if len(canon) > MaxDataSize {
+		return fmt.Errorf("%w: data of %d bytes (%d as stored) is larger than %d", ErrDataTooLarge, len(j.Data), len(canon), MaxDataSize)
 	}
+	j.Data = canon
 	if j.MaxAttempts < 0 {
 		return fmt.Errorf("%w: negative max attempts", ErrInvalidJob)
 	}

@@ -91,6 +91,9 @@ type concRun struct {
 	// with the same lease, as a worker retrying a finish whose outcome it
 	// did not learn would.
 	repeatFinish bool
+	// groups > 0 spreads the workers over that many accept groups, as
+	// several processes each running a producer would be.
+	groups int
 }
 
 // runConcurrent adds r.jobs jobs in batches while r.workers workers accept
@@ -129,7 +132,15 @@ func runConcurrent(t *testing.T, q *fdbq.Queue, r concRun) *concLedger {
 		}
 	}()
 
+	groups := make([]*fdbq.AcceptGroup, r.groups)
+	for i := range groups {
+		groups[i] = &fdbq.AcceptGroup{}
+	}
 	for w := 0; w < r.workers; w++ {
+		var group *fdbq.AcceptGroup
+		if r.groups > 0 {
+			group = groups[w%r.groups]
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -137,7 +148,7 @@ func runConcurrent(t *testing.T, q *fdbq.Queue, r concRun) *concLedger {
 				// The timeout makes an idle worker wait on the type's watch
 				// key instead of polling; it returns early when a batch is
 				// added, and the cancel below ends the wait when all is done.
-				leases, err := q.Accept(ctx, concType, fdbq.AcceptOptions{Max: r.max, Window: r.window, Timeout: 250 * time.Millisecond})
+				leases, err := q.Accept(ctx, concType, fdbq.AcceptOptions{Max: r.max, Window: r.window, Timeout: 250 * time.Millisecond, Group: group})
 				if err != nil {
 					if ctx.Err() != nil {
 						return
@@ -339,7 +350,9 @@ func TestConcurrentAcceptFinish(t *testing.T) {
 // injects conflicts, transaction_too_old, and commit_unknown_result both
 // after commits that applied and after commits that did not. The retries
 // of Add, Accept and Finish after a commit that applied must not add,
-// deliver or finish a job twice.
+// deliver or finish a job twice. The workers accept in four groups, as
+// four processes' producers would: each group's accepts skip each
+// other's picks, and the groups contend.
 func TestConcurrentAcceptFinishFaults(t *testing.T) {
 	inner := openDisk(t, t.TempDir())
 	db, fb := kvtest.NewFaultyDB(inner, kvtest.FaultOptions{
@@ -355,7 +368,7 @@ func TestConcurrentAcceptFinishFaults(t *testing.T) {
 	}
 	// Smaller add batches: each record an AddBatch reads may fail with an
 	// injected too-old read, so a batch of 1000 would rarely get through.
-	r := concRun{jobs: concJobs(), workers: 32, max: 16, addBatch: 250, repeatFinish: true}
+	r := concRun{jobs: concJobs(), workers: 32, max: 16, addBatch: 250, repeatFinish: true, groups: 4}
 	start := time.Now()
 	led := runConcurrent(t, q, r)
 	logStats(t, db, r.jobs, time.Since(start))

@@ -34,10 +34,12 @@
 // (Options.Prefix, default ("jobstage",)), so several deployments share a
 // store without seeing each other.
 //
-//	(P, 1, type, id)                      job record: JSON (state, outcome, data, result, error,
+//	(P, 1, type, id)                      job record (state, outcome, data, result, error,
 //	                                      progress, priority, attempts, max attempts, retry policy
 //	                                      override, lock, last lock exit, last add, resubmit flag and time,
-//	                                      added/scheduled/started/heartbeat/finished/expires times)
+//	                                      added/scheduled/started/heartbeat/finished/expires times), in
+//	                                      a binary form whose first byte names the format (codec.go;
+//	                                      0x01 now; records written as JSON before it, '{', still read)
 //	(P, 2, type, -priority, sched_ms, id) pending index: highest priority first, then earliest;
 //	                                      the value is a copy of the job record when it is at most
 //	                                      2 KB (else empty), so Accept reads no record separately
@@ -77,11 +79,21 @@
 //
 // An acceptor snapshot-reads a window of due pending entries (no read
 // conflicts), picks Max of them at random, and adds a read conflict only
-// on the entries it takes (couch_jobs' and FoundationDB's queue recipe), so
+// on the jobs it takes (couch_jobs' and FoundationDB's queue recipe: here
+// on their records, which change whenever their entries do), so
 // concurrent acceptors conflict only when they pick the same job. Within a
 // window the order is therefore not strict; AcceptOptions.Window = Max
 // makes it strict. With nothing due, Accept watches the type's watch key in
 // the same transaction and sets a timer for the earliest scheduled job.
+//
+// A random pick keeps acceptors of one job at a time apart, but not
+// acceptors of large batches: two accepts of 256 jobs from a window of
+// 1024 almost surely share a job, and one of them fails whole (a third of
+// a pipeline's accepts did, with four in flight). Accepts of one process
+// that run at once therefore share an AcceptGroup (a producer's accept
+// loops do): each skips the jobs the others picked and have not committed
+// yet, so they do not conflict with each other, and their window need
+// only be as wide as the batch plus what the others hold.
 //
 // # Idempotence under commit_unknown_result
 //

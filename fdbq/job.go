@@ -3,10 +3,7 @@ package fdbq
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
-
-	"github.com/jobstage/jobstage/kv"
 )
 
 // State is where a job is in its life.
@@ -83,7 +80,9 @@ type Job struct {
 	FinishedAt  time.Time
 }
 
-// record is a job as stored: JSON in one value under the job key.
+// record is a job as stored, in one value under the job key (codec.go
+// has its encoding; the JSON tags served the records of earlier versions,
+// which are still read).
 type record struct {
 	State       State           `json:"s"`
 	Outcome     Outcome         `json:"o,omitempty"`
@@ -130,29 +129,17 @@ func (r *record) job(typ, id string) *Job {
 	}
 }
 
-func decodeRecord(b []byte, typ, id string) (*record, error) {
-	var r record
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("fdbq: job %s/%s: corrupt record: %w", typ, id, err)
+// canonicalJSON validates raw and returns it compacted and HTML-escaped, as
+// encoding/json writes it; empty stays empty.
+func canonicalJSON(raw json.RawMessage) (json.RawMessage, bool) {
+	if len(raw) == 0 {
+		return raw, true
 	}
-	return &r, nil
-}
-
-func (r *record) encode() ([]byte, error) {
-	if n := len(r.Data) + len(r.Result) + len(r.Error) + len(r.Progress); n > MaxDataSize {
-		return nil, fmt.Errorf("%w: data, result, error and progress take %d bytes, more than %d", ErrDataTooLarge, n, MaxDataSize)
-	}
-	b, err := json.Marshal(r)
+	b, err := json.Marshal(raw)
 	if err != nil {
-		return nil, err
+		return nil, false
 	}
-	// Escaping can make the stored form several times larger than the raw
-	// fields (an error full of '<' or control characters); refuse it here
-	// with the jobs layer's error rather than the store's value_too_large.
-	if len(b) > kv.MaxValueSize {
-		return nil, fmt.Errorf("%w: the job record takes %d bytes once encoded, more than %d", ErrDataTooLarge, len(b), kv.MaxValueSize)
-	}
-	return b, nil
+	return b, true
 }
 
 func toMs(t time.Time) int64 {

@@ -1,6 +1,12 @@
 package fdbq
 
 import (
+	"bytes"
+	"math"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+
 	"github.com/jobstage/jobstage/kv"
 	"github.com/jobstage/jobstage/kv/tuple"
 )
@@ -21,12 +27,109 @@ const (
 // keys builds the queue's keys under one prefix.
 type keys struct {
 	root tuple.Subspace
+	// perType caches each type's counter keys, which every state change
+	// writes (a *typeKeys per type name, for up to maxCachedTypes types).
+	perType *sync.Map
+	cached  *atomic.Int32
 }
 
-func (k keys) job(typ, id string) []byte { return k.root.MustPack(tuple.Tuple{tagJob, typ, id}) }
+func newKeys(root tuple.Subspace) keys {
+	return keys{root: root, perType: &sync.Map{}, cached: &atomic.Int32{}}
+}
+
+// maxCachedTypes bounds the cache of per-type keys: type names come from
+// callers, and a caller that makes them up must not grow it without end.
+const maxCachedTypes = 1024
+
+// typeKeys are one type's counter keys, and the prefixes of its job and
+// index keys, to which appendString and appendInt add the rest of the
+// tuple. They are shared: never modify them.
+type typeKeys struct {
+	watch, change []byte
+	count         map[State][]byte
+	job, pending  []byte
+	active, done  []byte
+}
+
+func (k keys) of(typ string) *typeKeys {
+	if v, ok := k.perType.Load(typ); ok {
+		return v.(*typeKeys)
+	}
+	tk := &typeKeys{
+		watch:   k.root.MustPack(tuple.Tuple{tagWatch, typ}),
+		change:  k.root.MustPack(tuple.Tuple{tagChange, typ}),
+		count:   map[State][]byte{},
+		job:     k.root.MustPack(tuple.Tuple{tagJob, typ}),
+		pending: k.root.MustPack(tuple.Tuple{tagPending, typ}),
+		active:  k.root.MustPack(tuple.Tuple{tagActive, typ}),
+		done:    k.root.MustPack(tuple.Tuple{tagFinished, typ}),
+	}
+	for _, s := range []State{Pending, Running, Finished} {
+		tk.count[s] = k.root.MustPack(tuple.Tuple{tagCount, typ, string(s)})
+	}
+	if k.cached.Load() < maxCachedTypes {
+		if v, loaded := k.perType.LoadOrStore(typ, tk); loaded {
+			return v.(*typeKeys)
+		}
+		k.cached.Add(1)
+	}
+	return tk
+}
+
+// The keys of jobs and their index entries are the packed tuples below,
+// built as the type's packed prefix followed by the packed rest: packing
+// a tuple is concatenating its elements' encodings. Every state change
+// builds several, and packing the whole tuple cost more than the change.
+
+func (k keys) job(typ, id string) []byte {
+	p := k.of(typ).job
+	return appendString(append(make([]byte, 0, len(p)+len(id)+2), p...), id)
+}
 
 func (k keys) pending(typ string, priority int, schedMs int64, id string) []byte {
-	return k.root.MustPack(tuple.Tuple{tagPending, typ, -priority, schedMs, id})
+	p := k.of(typ).pending
+	b := append(make([]byte, 0, len(p)+len(id)+20), p...)
+	return appendString(appendInt(appendInt(b, -int64(priority)), schedMs), id)
+}
+
+// indexKey is (prefix…, ms, id).
+func indexKey(prefix []byte, ms int64, id string) []byte {
+	b := append(make([]byte, 0, len(prefix)+len(id)+11), prefix...)
+	return appendString(appendInt(b, ms), id)
+}
+
+// appendString appends s as a tuple element: 0x02, s with each 0x00
+// escaped as 0x00 0xff, and a 0x00 terminator.
+func appendString(b []byte, s string) []byte {
+	b = append(b, 0x02)
+	for i := 0; i < len(s); i++ {
+		b = append(b, s[i])
+		if s[i] == 0x00 {
+			b = append(b, 0xff)
+		}
+	}
+	return append(b, 0x00)
+}
+
+// appendInt appends v as a tuple element: 0x14 plus (or, negative, minus)
+// its length in bytes, then its magnitude big-endian (negative: the one's
+// complement of it).
+func appendInt(b []byte, v int64) []byte {
+	mag := uint64(v)
+	if v < 0 {
+		mag = -uint64(v) // exact for every int64, MinInt64 too
+	}
+	n := (bits.Len64(mag) + 7) / 8
+	if v < 0 {
+		b = append(b, byte(0x14-n))
+		mag = ^mag
+	} else {
+		b = append(b, byte(0x14+n))
+	}
+	for i := n - 1; i >= 0; i-- {
+		b = append(b, byte(mag>>(8*i)))
+	}
+	return b
 }
 
 // pendingType is every pending entry of a type, highest priority first.
@@ -37,22 +140,25 @@ func (k keys) pendingBand(typ string, priority int) tuple.Subspace {
 	return k.root.Sub(tagPending, typ, -priority)
 }
 
-func (k keys) watch(typ string) []byte  { return k.root.MustPack(tuple.Tuple{tagWatch, typ}) }
-func (k keys) change(typ string) []byte { return k.root.MustPack(tuple.Tuple{tagChange, typ}) }
+func (k keys) watch(typ string) []byte  { return k.of(typ).watch }
+func (k keys) change(typ string) []byte { return k.of(typ).change }
 
 func (k keys) active(typ string, expiresMs int64, id string) []byte {
-	return k.root.MustPack(tuple.Tuple{tagActive, typ, expiresMs, id})
+	return indexKey(k.of(typ).active, expiresMs, id)
 }
 
 func (k keys) activeType(typ string) tuple.Subspace { return k.root.Sub(tagActive, typ) }
 
 func (k keys) finished(typ string, finishedMs int64, id string) []byte {
-	return k.root.MustPack(tuple.Tuple{tagFinished, typ, finishedMs, id})
+	return indexKey(k.of(typ).done, finishedMs, id)
 }
 
 func (k keys) finishedType(typ string) tuple.Subspace { return k.root.Sub(tagFinished, typ) }
 
 func (k keys) count(typ string, s State) []byte {
+	if b, ok := k.of(typ).count[s]; ok {
+		return b
+	}
 	return k.root.MustPack(tuple.Tuple{tagCount, typ, string(s)})
 }
 
@@ -71,4 +177,89 @@ func (k keys) claims() tuple.Subspace { return k.root.Sub(tagClaim) }
 func rangeUpTo(sub tuple.Subspace, max int64) kv.Range {
 	r := sub.Range()
 	return kv.Range{Begin: r.Begin, End: sub.MustPack(tuple.Tuple{max + 1})}
+}
+
+// parsePending reads the priority (negated), scheduled time and id of a
+// pending entry's key, which starts with the type's pending prefix, or
+// reports false when the key is not one fdbq writes.
+func (k keys) parsePending(typ string, key []byte) (negPriority, schedMs int64, id string, ok bool) {
+	p := k.of(typ).pending
+	if !bytes.HasPrefix(key, p) {
+		return 0, 0, "", false
+	}
+	b := key[len(p):]
+	if negPriority, b, ok = readInt(b); !ok {
+		return 0, 0, "", false
+	}
+	if schedMs, b, ok = readInt(b); !ok {
+		return 0, 0, "", false
+	}
+	if id, b, ok = readString(b); !ok || len(b) != 0 {
+		return 0, 0, "", false
+	}
+	return negPriority, schedMs, id, true
+}
+
+// readInt reads an integer tuple element that fits an int64.
+func readInt(b []byte) (int64, []byte, bool) {
+	if len(b) == 0 || b[0] < 0x14-8 || b[0] > 0x14+8 {
+		return 0, nil, false
+	}
+	neg := b[0] < 0x14
+	n := int(b[0]) - 0x14
+	if neg {
+		n = -n
+	}
+	if len(b) < 1+n {
+		return 0, nil, false
+	}
+	var u uint64
+	for _, c := range b[1 : 1+n] {
+		u = u<<8 | uint64(c)
+	}
+	rest := b[1+n:]
+	if !neg {
+		if u > math.MaxInt64 {
+			return 0, nil, false
+		}
+		return int64(u), rest, true
+	}
+	// The bytes are the one's complement of the magnitude in n bytes.
+	mag := ^u
+	if n < 8 {
+		mag &= 1<<(8*n) - 1
+	}
+	if mag > 1<<63 {
+		return 0, nil, false
+	}
+	return -int64(mag), rest, true
+}
+
+// readString reads a string tuple element.
+func readString(b []byte) (string, []byte, bool) {
+	if len(b) == 0 || b[0] != 0x02 {
+		return "", nil, false
+	}
+	b = b[1:]
+	end := bytes.IndexByte(b, 0x00)
+	if end < 0 {
+		return "", nil, false
+	}
+	if end+1 >= len(b) || b[end+1] != 0xff {
+		return string(b[:end]), b[end+1:], true // no escaped 0x00: the common case
+	}
+	var out []byte
+	for i := 0; i < len(b); i++ {
+		if b[i] != 0x00 {
+			out = append(out, b[i])
+			continue
+		}
+		if i+1 < len(b) && b[i+1] == 0xff {
+			out = append(out, 0x00)
+			i++
+			continue
+		}
+		return string(out), b[i+1:], true
+	}
+	return "", nil, false
 }

@@ -44,7 +44,7 @@ func New(db *kv.DB, opts Options) *Queue {
 	if now == nil {
 		now = time.Now
 	}
-	return &Queue{db: db, k: keys{root: tuple.FromBytes(prefix)}, now: now}
+	return &Queue{db: db, k: newKeys(tuple.FromBytes(prefix)), now: now}
 }
 
 // DB returns the store the queue runs on.

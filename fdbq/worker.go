@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jobstage/jobstage/kv"
@@ -44,10 +45,12 @@ type HeartbeatOptions struct {
 // transaction to make the worker's writes conditional on still holding the
 // job.
 func (q *Queue) Heartbeat(ctx context.Context, tr kv.Transactor, l *Lease, o HeartbeatOptions) error {
-	if len(o.Data) > 0 && !json.Valid(o.Data) {
+	data, ok := canonicalJSON(o.Data)
+	if !ok {
 		return fmt.Errorf("%w: heartbeat data is not valid JSON", ErrInvalidJob)
 	}
-	if len(o.Progress) > 0 && !json.Valid(o.Progress) {
+	progress, ok := canonicalJSON(o.Progress)
+	if !ok {
 		return fmt.Errorf("%w: heartbeat progress is not valid JSON", ErrInvalidJob)
 	}
 	return tr.Transact(ctx, func(tx kv.Tx) error {
@@ -63,11 +66,11 @@ func (q *Queue) Heartbeat(ctx context.Context, tr kv.Transactor, l *Lease, o Hea
 		next := *rec
 		next.HeartbeatAt = now
 		next.ExpiresAt = now + s.ActivityTimeout.Milliseconds()
-		if len(o.Data) > 0 {
-			next.Data = o.Data
+		if len(data) > 0 {
+			next.Data = data
 		}
-		if len(o.Progress) > 0 {
-			next.Progress = o.Progress
+		if len(progress) > 0 {
+			next.Progress = progress
 		}
 		return q.put(tx, l.Type, l.ID, rec, &next)
 	})
@@ -79,7 +82,8 @@ func (q *Queue) Heartbeat(ctx context.Context, tr kv.Transactor, l *Lease, o Hea
 // transaction may commit, and returning the error from the transactional
 // function ensures it does not.
 func (q *Queue) Finish(ctx context.Context, tr kv.Transactor, l *Lease, result json.RawMessage) error {
-	if len(result) > 0 && !json.Valid(result) {
+	result, ok := canonicalJSON(result)
+	if !ok {
 		return fmt.Errorf("%w: result of %s/%s is not valid JSON", ErrInvalidJob, l.Type, l.ID)
 	}
 	return tr.Transact(ctx, func(tx kv.Tx) error {
@@ -203,10 +207,12 @@ func (q *Queue) Release(ctx context.Context, tr kv.Transactor, leases []*Lease) 
 
 const maxErrorLen = 16 << 10
 
-// truncateError keeps the end of a long error (a stack's tail says most).
+// truncateError keeps the end of a long error (a stack's tail says most),
+// as valid UTF-8: the cut may fall inside a character, and a cause may
+// carry any bytes.
 func truncateError(s string) string {
-	if len(s) <= maxErrorLen {
-		return s
+	if len(s) > maxErrorLen {
+		s = "…" + s[len(s)-maxErrorLen:]
 	}
-	return "…" + s[len(s)-maxErrorLen:]
+	return strings.ToValidUTF8(s, "\uFFFD")
 }

@@ -18,8 +18,9 @@ import (
 // BenchmarkThroughput measures no-op jobs end to end on the durable
 // on-disk embedded store (every commit fsynced): b.N jobs enqueued with
 // AddBatch (1000 per transaction), then burnt down by a pipeline. It
-// reports jobs/s for the whole run and for the burn-down alone, and store
-// transactions and commits per job.
+// reports jobs/s for the whole run and for the burn-down alone, the
+// burn-down's CPU time per job, and store transactions, commits and
+// conflicts per job.
 //
 //	go test -run '^$' -bench Throughput -benchtime 20000x ./pipeline/
 //
@@ -56,7 +57,7 @@ func benchThroughput(b *testing.B, conc int, batchFinish bool) {
 	st := e.db.Stats()
 	b.ResetTimer()
 	start := time.Now()
-	tx0, commits0 := st.Transactions.Load(), st.Commits.Load()
+	tx0, commits0, conflicts0 := st.Transactions.Load(), st.Commits.Load(), st.Conflicts.Load()
 
 	const chunk = 1000
 	jobs := make([]fdbq.NewJob, 0, chunk)
@@ -70,6 +71,7 @@ func benchThroughput(b *testing.B, conc int, batchFinish bool) {
 		}
 	}
 	enqueued := time.Now()
+	cpu0 := processCPU()
 	txAdd := st.Transactions.Load() - tx0
 	if err := p.Start(ctx); err != nil {
 		b.Fatal(err)
@@ -84,8 +86,10 @@ func benchThroughput(b *testing.B, conc int, batchFinish bool) {
 		b.Fatal(err)
 	}
 	end := time.Now()
+	burnCPU := processCPU() - cpu0
 	b.StopTimer()
 	tx, commits := st.Transactions.Load()-tx0, st.Commits.Load()-commits0
+	conflicts := st.Conflicts.Load() - conflicts0
 	if fin := e.count(b, fdbq.Finished); fin != int64(n) {
 		b.Fatalf("%d of %d finished", fin, n)
 	}
@@ -94,6 +98,12 @@ func benchThroughput(b *testing.B, conc int, batchFinish bool) {
 	b.ReportMetric(float64(tx)/float64(n), "tx/job")
 	b.ReportMetric(float64(tx-txAdd)/float64(n), "work-tx/job")
 	b.ReportMetric(float64(commits)/float64(n), "commits/job")
+	b.ReportMetric(float64(conflicts)/float64(n), "conflicts/job")
+	if burnCPU > 0 {
+		// CPU time rather than wall time: on a shared machine the other
+		// processes slow the burn-down, but hardly change what it costs.
+		b.ReportMetric(float64(burnCPU.Microseconds())/float64(n), "burn-cpu-µs/job")
+	}
 }
 
 // BenchmarkEnqueueToStart measures the latency from the call that adds a

@@ -32,7 +32,9 @@
 // cancelled when the job must stop, a heartbeat that renews the lease, and
 // an acknowledgement that commits the outcome (finish, or fail under the
 // retry policy) once every consumer it went to has acknowledged it. A stage
-// that drops a job acknowledges it and gives its demand back.
+// that drops a job acknowledges it and gives its demand back. The
+// heartbeats of a job type's envelopes come from one consumer.Heartbeater,
+// which renews the leases that fall due together in one transaction.
 //
 // # Stopping
 //

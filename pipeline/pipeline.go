@@ -154,7 +154,10 @@ type Pipeline struct {
 	consWG    sync.WaitGroup
 	ledger    *ledger
 	finisher  *consumer.BatchFinisher
-	heads     chan *consumer.Envelope
+	// heartbeaters renew the leases of each producer's jobs, one per job
+	// type: one goroutine each, not one per job.
+	heartbeaters map[string]*consumer.Heartbeater
+	heads        chan *consumer.Envelope
 }
 
 // Start starts the pipeline. It looks up the producers' job types (the
@@ -179,6 +182,10 @@ func (p *Pipeline) Start(ctx context.Context) error {
 		heartbeats[pr.Type()] = hb
 	}
 	p.started = true
+	p.heartbeaters = map[string]*consumer.Heartbeater{}
+	for typ, every := range heartbeats {
+		p.heartbeaters[typ] = consumer.NewHeartbeater(every)
+	}
 
 	q := p.b.producers[0].Queue()
 	if p.opts.BatchFinish {
@@ -230,7 +237,7 @@ func (p *Pipeline) Start(ctx context.Context) error {
 			p.prodWG.Add(1)
 			go func(pr *producer.Producer) {
 				defer p.prodWG.Done()
-				p.produce(prodCtx, jobCtx, pr, heartbeats[pr.Type()])
+				p.produce(prodCtx, jobCtx, pr, p.heartbeaters[pr.Type()])
 			}(pr)
 		}
 	}
@@ -239,7 +246,7 @@ func (p *Pipeline) Start(ctx context.Context) error {
 
 // produce is one producer's loop: reserve demand, accept that many jobs,
 // send them down the pipeline.
-func (p *Pipeline) produce(ctx, jobCtx context.Context, pr *producer.Producer, hb time.Duration) {
+func (p *Pipeline) produce(ctx, jobCtx context.Context, pr *producer.Producer, hb *consumer.Heartbeater) {
 	var fin consumer.Finisher
 	if p.finisher != nil {
 		fin = p.finisher
@@ -263,7 +270,7 @@ func (p *Pipeline) produce(ctx, jobCtx context.Context, pr *producer.Producer, h
 		}
 		for _, l := range leases {
 			e := consumer.NewEnvelope(jobCtx, pr.Queue(), l, consumer.EnvelopeOptions{
-				Acks: acks, Heartbeat: hb, Finisher: fin, OnDone: p.untrack,
+				Acks: acks, Heartbeater: hb, Finisher: fin, OnDone: p.untrack,
 			})
 			p.track(e)
 			p.heads <- e
@@ -406,6 +413,9 @@ func (p *Pipeline) drain() {
 	}
 	if p.finisher != nil {
 		p.finisher.Close()
+	}
+	for _, h := range p.heartbeaters {
+		h.Close()
 	}
 	p.stopErr = errors.Join(errs...)
 }

@@ -58,6 +58,8 @@ type Producer struct {
 	// that an idle producer keeps one watch, not one per accept loop, and
 	// an added job wakes one accept, not all of them.
 	waiter chan struct{}
+	// group keeps the accept loops from picking the same jobs.
+	group *fdbq.AcceptGroup
 }
 
 // New returns a producer of jobs of type typ.
@@ -77,7 +79,7 @@ func New(q *fdbq.Queue, typ string, o Options) *Producer {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Producer{q: q, typ: typ, opts: o, waiter: make(chan struct{}, 1)}
+	return &Producer{q: q, typ: typ, opts: o, waiter: make(chan struct{}, 1), group: &fdbq.AcceptGroup{}}
 }
 
 // Type is the job type the producer accepts.
@@ -137,7 +139,7 @@ func (p *Producer) Pull(ctx context.Context, n int) ([]*fdbq.Lease, error) {
 // accept takes jobs without waiting if some are due; otherwise it becomes
 // (or waits to become) the one Pull that waits on the store.
 func (p *Producer) accept(ctx context.Context, n int) ([]*fdbq.Lease, error) {
-	o := fdbq.AcceptOptions{Max: n, Window: p.opts.Window}
+	o := fdbq.AcceptOptions{Max: n, Window: p.opts.Window, Group: p.group}
 	select {
 	case p.waiter <- struct{}{}:
 	default:

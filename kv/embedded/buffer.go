@@ -3,6 +3,7 @@ package embedded
 import (
 	"bytes"
 	"sort"
+	"unsafe"
 
 	"github.com/google/btree"
 
@@ -44,6 +45,13 @@ type writeBuffer struct {
 	entries *btree.BTreeG[*bufEntry]
 	cleared []kv.Range // sorted, disjoint, not adjacent
 	vsKeys  []kv.KeyValue
+	// probe is the search key of get, kept so that a lookup allocates
+	// nothing (the buffer is used under its transaction's lock).
+	probe bufEntry
+	// atomics indexes the entries that are chains of atomics by key: a
+	// transaction that counts many jobs adds to the same few counters
+	// again and again, and a map finds them faster than the tree.
+	atomics map[string]*bufEntry
 }
 
 func newWriteBuffer() *writeBuffer {
@@ -67,7 +75,13 @@ func (b *writeBuffer) get(key []byte) *bufEntry {
 	if b.entries == nil {
 		return nil
 	}
-	e, ok := b.entries.Get(&bufEntry{key: string(key)})
+	if e, ok := b.atomics[string(key)]; ok {
+		return e
+	}
+	// The probe borrows key's bytes only for the search.
+	b.probe.key = unsafe.String(unsafe.SliceData(key), len(key))
+	e, ok := b.entries.Get(&b.probe)
+	b.probe.key = ""
 	if !ok {
 		return nil
 	}
@@ -79,6 +93,15 @@ func (b *writeBuffer) put(e *bufEntry) {
 		b.entries = btree.NewWithFreeListG(8, entryLess, btree.NewFreeListG[*bufEntry](0))
 	}
 	b.entries.ReplaceOrInsert(e)
+	switch {
+	case e.kind == opAtomic:
+		if b.atomics == nil {
+			b.atomics = make(map[string]*bufEntry)
+		}
+		b.atomics[e.key] = e
+	case b.atomics != nil:
+		delete(b.atomics, e.key)
+	}
 }
 
 // ascend calls fn for every entry in key order.
@@ -107,6 +130,7 @@ func (b *writeBuffer) clearedRangeOf(key []byte) (kv.Range, bool) {
 func (b *writeBuffer) clearRange(r kv.Range) {
 	for _, e := range b.rangeEntries(r, false) {
 		b.entries.Delete(e)
+		delete(b.atomics, e.key)
 	}
 	// Merge r into the sorted, disjoint list.
 	out := make([]kv.Range, 0, len(b.cleared)+1)

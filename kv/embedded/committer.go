@@ -3,7 +3,9 @@ package embedded
 import (
 	"encoding/binary"
 	"fmt"
+	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -14,7 +16,7 @@ import (
 type commitReq struct {
 	start      time.Time
 	rv         uint64
-	readKeys   map[string]struct{}
+	readKeys   []string // may repeat a key
 	readRanges []kv.Range
 	writeKeys  map[string]struct{}
 	writeRngs  []kv.Range
@@ -135,7 +137,7 @@ func (s *Store) commitBatch(batch []*commitReq) {
 	}
 	version := s.nextVersion
 	pb := s.db.NewBatch()
-	ov := &overlay{s: s, vals: make(map[string]ovVal)}
+	ov := s.newOverlay()
 	rec := batchRecord{version: version, at: now}
 	order := 0
 	var accepted []*commitReq
@@ -152,7 +154,8 @@ func (s *Store) commitBatch(batch []*commitReq) {
 		binary.BigEndian.PutUint64(stamp[:8], version)
 		binary.BigEndian.PutUint16(stamp[8:], uint16(order))
 		order++
-		keys, ranges, err := ov.apply(pb, req, stamp)
+		keys, ranges, err := ov.apply(pb, req, stamp, s.keysScratch[:0])
+		s.keysScratch = keys
 		if err == nil {
 			for _, e := range req.watches {
 				if e.pending {
@@ -173,12 +176,14 @@ func (s *Store) commitBatch(batch []*commitReq) {
 		// including later transactions of this batch, and void the skip
 		// entries they fall into before any reader can see them.
 		s.res.record(version, keys, ranges, &rec)
-		s.skip.invalidate(ov.liveKeys(keys), ranges)
+		s.liveScratch = ov.liveKeys(keys, s.liveScratch[:0])
+		s.skip.invalidate(s.liveScratch, ranges)
 		results[i].stamp = stamp
 		accepted = append(accepted, req)
 	}
 	if len(accepted) == 0 {
 		pb.Close()
+		ov.release()
 		s.answer(batch, results)
 		return
 	}
@@ -251,6 +256,7 @@ func (s *Store) syncLoop() {
 		s.collectSnapshotsLocked()
 		s.mu.Unlock()
 		s.fireWatches(sb)
+		sb.ov.release()
 		s.answer(sb.reqs, sb.results)
 	}
 }
@@ -320,6 +326,30 @@ type overlay struct {
 	cleared []kv.Range
 }
 
+// overlays keeps the overlays of published batches for later ones: a map
+// cleared keeps its room, and a batch of many jobs writes thousands of
+// keys. (Two batches are in flight at once: one syncing, one resolving.)
+var overlays = sync.Pool{New: func() any { return &overlay{vals: make(map[string]ovVal)} }}
+
+func (s *Store) newOverlay() *overlay {
+	ov := overlays.Get().(*overlay)
+	ov.s = s
+	return ov
+}
+
+// release returns the overlay to the pool once no one reads it; one that
+// grew very large is left to the collector, since clearing a map costs
+// what it once held.
+func (ov *overlay) release() {
+	if len(ov.vals) > 1<<16 {
+		return
+	}
+	clear(ov.vals)
+	clear(ov.cleared)
+	*ov = overlay{vals: ov.vals, cleared: ov.cleared[:0]}
+	overlays.Put(ov)
+}
+
 type ovVal struct {
 	value  []byte
 	exists bool
@@ -342,9 +372,9 @@ func (ov *overlay) get(key []byte) ([]byte, bool, error) {
 	return v, v != nil, nil
 }
 
-// liveKeys returns the keys that exist after the writes applied so far.
-func (ov *overlay) liveKeys(keys []string) []string {
-	var out []string
+// liveKeys appends to out the keys that exist after the writes applied so
+// far.
+func (ov *overlay) liveKeys(keys, out []string) []string {
 	for _, k := range keys {
 		if v, ok := ov.vals[k]; !ok || v.exists {
 			out = append(out, k)
@@ -369,7 +399,7 @@ func (ov *overlay) clearRange(r kv.Range) {
 // apply writes one transaction's buffer into the Pebble batch and the
 // overlay, and returns the keys and ranges it wrote (its write conflict
 // ranges).
-func (ov *overlay) apply(pb *pebble.Batch, req *commitReq, stamp kv.Versionstamp) (keys []string, ranges []kv.Range, err error) {
+func (ov *overlay) apply(pb *pebble.Batch, req *commitReq, stamp kv.Versionstamp, keys []string) (_ []string, ranges []kv.Range, err error) {
 	buf := req.buf
 	for _, c := range buf.cleared {
 		if err := pb.DeleteRange(c.Begin, c.End, nil); err != nil {
@@ -379,7 +409,9 @@ func (ov *overlay) apply(pb *pebble.Batch, req *commitReq, stamp kv.Versionstamp
 		ranges = append(ranges, c)
 	}
 	buf.ascend(func(e *bufEntry) bool {
-		k := []byte(e.key)
+		// Read only: Pebble's batch copies the key, and the overlay looks
+		// it up.
+		k := unsafe.Slice(unsafe.StringData(e.key), len(e.key))
 		var v []byte
 		exists := true
 		switch e.kind {

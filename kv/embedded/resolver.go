@@ -53,8 +53,8 @@ func newResolver() *resolver {
 
 // conflicts reports whether a transaction that read at readVersion the
 // given point keys and ranges overlaps a write committed after it.
-func (r *resolver) conflicts(readVersion uint64, readKeys map[string]struct{}, readRanges []kv.Range) bool {
-	for k := range readKeys {
+func (r *resolver) conflicts(readVersion uint64, readKeys []string, readRanges []kv.Range) bool {
+	for _, k := range readKeys {
 		if p, ok := r.points.Get(pointWrite{key: k}); ok && p.version > readVersion {
 			return true
 		}
@@ -76,7 +76,7 @@ func (r *resolver) conflicts(readVersion uint64, readKeys map[string]struct{}, r
 		if w.version <= readVersion {
 			continue
 		}
-		for k := range readKeys {
+		for _, k := range readKeys {
 			if w.r.Contains([]byte(k)) {
 				return true
 			}
@@ -111,8 +111,10 @@ func (r *resolver) prune(horizon uint64, cutoff time.Time) {
 			break
 		}
 		for _, k := range b.keys {
-			if p, ok := r.points.Get(pointWrite{key: k}); ok && p.version == b.version {
-				r.points.Delete(p)
+			// One descent when the batch's write is still the latest (the
+			// usual case); a later write taken out with it goes back.
+			if p, ok := r.points.Delete(pointWrite{key: k}); ok && p.version != b.version {
+				r.points.ReplaceOrInsert(p)
 			}
 		}
 		r.prunedThrough = b.version

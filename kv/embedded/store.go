@@ -71,6 +71,9 @@ type Store struct {
 	// Owned by the committer goroutine.
 	res         *resolver
 	nextVersion uint64
+	// keysScratch and liveScratch hold one transaction's written keys
+	// while the committer resolves it, reused from one to the next.
+	keysScratch, liveScratch []string
 
 	// closeMu is held for reading by every read of Pebble and for writing
 	// by Close, so Close never pulls the database from under a read.

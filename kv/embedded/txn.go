@@ -39,7 +39,7 @@ type txn struct {
 	state      txState
 	err        error // first bad write: fails every later read and the commit
 	buf        *writeBuffer
-	readKeys   map[string]struct{}
+	readKeys   []string // point reads with conflicts; a key may repeat
 	readRanges []kv.Range
 	writeKeys  map[string]struct{}
 	writeRngs  []kv.Range
@@ -519,6 +519,17 @@ func (t *txn) Set(key, value []byte) {
 	t.size += len(key) + len(value)
 }
 
+// addInPlace adds param to sum, little-endian, modulo their common width
+// (FoundationDB's add of two values of one width).
+func addInPlace(sum, param []byte) {
+	var carry uint16
+	for i := range sum {
+		x := uint16(sum[i]) + uint16(param[i]) + carry
+		sum[i] = byte(x)
+		carry = x >> 8
+	}
+}
+
 // firstErr returns the key's error, else the value's.
 func firstErr(key, value []byte) error {
 	if err := checkKey(key); err != nil {
@@ -558,7 +569,11 @@ func (t *txn) ClearRange(r kv.Range) {
 	t.size += len(r.Begin) + len(r.End)
 }
 
-func (t *txn) Add(key []byte, delta int64) { t.Atomic(kv.MutationAdd, key, kv.EncodeInt64(delta)) }
+func (t *txn) Add(key []byte, delta int64) {
+	var param [8]byte
+	binary.LittleEndian.PutUint64(param[:], uint64(delta))
+	t.Atomic(kv.MutationAdd, key, param[:])
+}
 
 func (t *txn) Atomic(op kv.MutationType, key, param []byte) {
 	t.mu.Lock()
@@ -574,27 +589,34 @@ func (t *txn) Atomic(op kv.MutationType, key, param []byte) {
 		t.fail(err)
 		return
 	}
-	param = bytes.Clone(param)
 	t.size += len(key) + len(param)
 	e := t.buf.get(key)
 	switch {
 	case e == nil && !t.buf.isCleared(key):
 		// The committed value is not known until commit.
-		t.buf.put(&bufEntry{key: string(key), kind: opAtomic, chain: []atomicOp{{op, param}}})
+		t.buf.put(&bufEntry{key: string(key), kind: opAtomic, chain: []atomicOp{{op, bytes.Clone(param)}}})
 	case e == nil || e.kind == opSet || e.kind == opClear:
 		var cur []byte
 		var ok bool
 		if e != nil {
 			cur, ok = e.resolve(nil, false)
 		}
-		v, exists := kv.ApplyMutation(op, cur, ok, param)
+		v, exists := kv.ApplyMutation(op, cur, ok, bytes.Clone(param))
 		if exists {
 			t.buf.put(&bufEntry{key: string(key), kind: opSet, value: v})
 		} else {
 			t.buf.put(&bufEntry{key: string(key), kind: opClear})
 		}
 	case e.kind == opAtomic:
-		e.chain = append(e.chain, atomicOp{op, param})
+		// Adds of one width in a row fold into one: (v + a) + b is
+		// v + (a + b) modulo the width. A transaction that counts each of
+		// many jobs it moves (the jobs layer does) then leaves one add per
+		// counter, not one per job, for the commit to apply.
+		if last := &e.chain[len(e.chain)-1]; op == kv.MutationAdd && last.op == kv.MutationAdd && len(last.param) == len(param) {
+			addInPlace(last.param, param)
+			return
+		}
+		e.chain = append(e.chain, atomicOp{op, bytes.Clone(param)})
 	default: // opVSValue
 		t.fail(kv.ErrClientInvalidOperation.WithDetail("atomic %v on key %q whose versionstamped value is unknown until commit", op, truncate(key)))
 	}
@@ -680,10 +702,7 @@ func (t *txn) AddReadConflictKey(key []byte) {
 //
 // REQUIRES: t.mu is held.
 func (t *txn) addReadKey(key []byte) {
-	if t.readKeys == nil {
-		t.readKeys = make(map[string]struct{})
-	}
-	t.readKeys[string(key)] = struct{}{}
+	t.readKeys = append(t.readKeys, string(key))
 	t.size += len(key)
 }
 

@@ -1,0 +1,81 @@
+package fdbq
+
+import (
+	"bytes"
+	"math"
+	"testing"
+
+	"github.com/jobstage/jobstage/kv/tuple"
+)
+
+// The keys built from cached prefixes are the packed tuples of doc.go's
+// data model, byte for byte.
+func TestKeysArePackedTuples(t *testing.T) {
+	k := newKeys(tuple.FromBytes(DefaultPrefix))
+	ints := []int64{0, 1, -1, 255, -255, 256, -256, 1 << 32, -(1 << 32), 1_700_000_000_000, -1_700_000_000_000, math.MaxInt64, math.MinInt64, math.MaxInt64 - 1, math.MinInt64 + 1}
+	ids := []string{"a", "", "with\x00nul", "\x00", "\xff\x00\xff", "b12345"}
+	for _, typ := range []string{"t", "email\x00x"} {
+		for _, id := range ids {
+			check(t, k.job(typ, id), tuple.Tuple{tagJob, typ, id})
+			for _, v := range ints {
+				check(t, k.active(typ, v, id), tuple.Tuple{tagActive, typ, v, id})
+				check(t, k.finished(typ, v, id), tuple.Tuple{tagFinished, typ, v, id})
+				if v != math.MinInt64 {
+					check(t, k.pending(typ, int(v), -v, id), tuple.Tuple{tagPending, typ, -int(v), -v, id})
+				}
+			}
+		}
+	}
+}
+
+func check(t *testing.T, got []byte, want tuple.Tuple) {
+	t.Helper()
+	w := tuple.FromBytes(DefaultPrefix).MustPack(want)
+	if !bytes.Equal(got, w) {
+		t.Fatalf("key of %v:\n got % x\nwant % x", want, got, w)
+	}
+}
+
+func FuzzKeysArePackedTuples(f *testing.F) {
+	f.Add("t", "id", int64(0), int64(1))
+	f.Add("x\x00", "\x00\xff", int64(math.MinInt64), int64(-7))
+	f.Fuzz(func(t *testing.T, typ, id string, a, b int64) {
+		k := newKeys(tuple.FromBytes(DefaultPrefix))
+		check(t, k.job(typ, id), tuple.Tuple{tagJob, typ, id})
+		check(t, k.active(typ, a, id), tuple.Tuple{tagActive, typ, a, id})
+		check(t, k.finished(typ, b, id), tuple.Tuple{tagFinished, typ, b, id})
+		if a != math.MinInt64 {
+			check(t, k.pending(typ, int(a), b, id), tuple.Tuple{tagPending, typ, -int(a), b, id})
+		}
+	})
+}
+
+// parsePending reads back what pending builds, and refuses what it does
+// not build rather than misread it.
+func FuzzParsePending(f *testing.F) {
+	f.Add("t", "id", int64(0), int64(1), []byte(nil))
+	f.Add("t", "a\x00b", int64(-300), int64(math.MinInt64), []byte{0x15})
+	f.Add("t", "", int64(math.MaxInt32), int64(math.MaxInt64), []byte{0x1d, 1})
+	f.Fuzz(func(t *testing.T, typ, id string, prio, sched int64, junk []byte) {
+		k := newKeys(tuple.FromBytes(DefaultPrefix))
+		if prio == math.MinInt64 {
+			prio++
+		}
+		key := k.pending(typ, int(prio), sched, id)
+		n, s, got, ok := k.parsePending(typ, key)
+		if !ok || n != -prio || s != sched || got != id {
+			t.Fatalf("parsePending(pending(%d, %d, %q)) = %d, %d, %q, %v", prio, sched, id, n, s, got, ok)
+		}
+		// Any other key under the prefix either reads as the tuple layer
+		// reads it, or is refused.
+		other := append(append([]byte(nil), k.of(typ).pending...), junk...)
+		n, s, got, ok = k.parsePending(typ, other)
+		if !ok {
+			return
+		}
+		tu, err := tuple.FromBytes(k.of(typ).pending).Unpack(other)
+		if err != nil || len(tu) != 3 || tu[0] != n || tu[1] != s || tu[2] != got {
+			t.Fatalf("% x read as %d, %d, %q; the tuple layer reads %v (%v)", junk, n, s, got, tu, err)
+		}
+	})
+}
