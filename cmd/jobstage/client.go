@@ -424,3 +424,34 @@ func apiError(err error) string {
 	}
 	return strings.TrimPrefix(err.Error(), "httpapi: ")
 }
+
+// wantsJSON reports whether a command was given --json.
+func wantsJSON(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if a == "--json" || a == "-json" || a == "--json=true" || a == "-json=true" {
+			return true
+		}
+	}
+	return false
+}
+
+// printJSONError writes a failure as the API's error object, with the
+// HTTP status when the server answered.
+func printJSONError(w io.Writer, err error) {
+	out := struct {
+		Code    string `json:"error"`
+		Message string `json:"message"`
+		Status  int    `json:"status,omitempty"`
+	}{Code: "client", Message: err.Error()}
+	var ae *httpapi.APIError
+	if errors.As(err, &ae) {
+		out.Code, out.Message, out.Status = ae.Code, ae.Message, ae.Status
+		if msg := err.Error(); !strings.HasPrefix(msg, "httpapi: ") {
+			out.Message = strings.TrimSuffix(msg, ae.Error()) + ae.Message
+		}
+	}
+	json.NewEncoder(w).Encode(out)
+}

@@ -400,10 +400,19 @@ func TestClientErrors(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want exit %d mentioning %q", c.args, code, errOut, c.code, c.want)
 		}
 	}
+	// With --json, a refusal is the API's error object.
+	_, errOut, code := jobstage(t, "", "get", "echo", "nosuchjob", "--json", "--server", s.url)
+	var e struct {
+		Error, Message string
+		Status         int
+	}
+	if code != 1 || json.Unmarshal([]byte(errOut), &e) != nil || e.Error != "not_found" || e.Status != 404 || !strings.Contains(e.Message, "nosuchjob") {
+		t.Errorf("--json refusal: exit %d: %s", code, errOut)
+	}
 	// A corrupt line in a bulk file enqueues nothing.
 	file := filepath.Join(t.TempDir(), "jobs.jsonl")
 	os.WriteFile(file, []byte("{\"id\":\"a\"}\n{\"id\":\"b\",}\n"), 0o600)
-	_, errOut, code := jobstage(t, "", "enqueue", "echo", "--file", file, "--server", s.url)
+	_, errOut, code = jobstage(t, "", "enqueue", "echo", "--file", file, "--server", s.url)
 	if code != 1 || !strings.Contains(errOut, "jobs.jsonl:2:") || !strings.Contains(errOut, "nothing was enqueued") {
 		t.Errorf("corrupt bulk file: exit %d: %s", code, errOut)
 	}

@@ -121,7 +121,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case errors.Is(err, errBadFlags):
 		return 2
 	default:
-		fmt.Fprintf(stderr, "jobstage %s: %s\n", args[0], apiError(err))
+		if wantsJSON(args) {
+			printJSONError(stderr, err)
+		} else {
+			fmt.Fprintf(stderr, "jobstage %s: %s\n", args[0], apiError(err))
+		}
 		return 1
 	}
 }
