@@ -66,7 +66,8 @@ type Options struct {
 	// accepted, after the accept committed and before they are answered.
 	OnAccept func(leases []*fdbq.Lease)
 	// OnOutcome, when set, is called after an external worker's finish
-	// ("succeeded") or fail ("failed") committed.
+	// ("succeeded") or fail committed: "retried" when the job will run
+	// again, "failed" when it finished failed.
 	OnOutcome func(typ, outcome string)
 }
 

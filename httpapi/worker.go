@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/kv"
 )
 
 // The handlers of the external-worker routes. A worker accepts jobs and
@@ -108,11 +109,29 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := s.q.Fail(r.Context(), s.db, lease(typ, id, b.Lock), b.Error); err != nil {
+	// The job's state after the fail, read in the fail's transaction, says
+	// whether it will run again.
+	retried := false
+	err = s.db.Transact(r.Context(), func(tx kv.Tx) error {
+		if err := s.q.Fail(r.Context(), tx, lease(typ, id, b.Lock), b.Error); err != nil {
+			return err
+		}
+		j, err := s.q.Get(r.Context(), tx.Snapshot(), typ, id)
+		if err != nil {
+			return err
+		}
+		retried = j.State == fdbq.Pending
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	if s.o.OnOutcome != nil {
-		s.o.OnOutcome(typ, "failed")
+		outcome := "failed"
+		if retried {
+			outcome = "retried"
+		}
+		s.o.OnOutcome(typ, outcome)
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil

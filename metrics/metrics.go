@@ -203,6 +203,22 @@ func (m *Metrics) Finished(typ, outcome string) {
 	m.finished.WithLabelValues(typ, outcome).Inc()
 }
 
+// ExternalOutcome counts what an external worker's finish or fail did
+// (httpapi.Options.OnOutcome): "succeeded", "failed" (the job finished
+// failed) or "retried" (a failed attempt whose job will run again, counted
+// as a failed attempt and a retry).
+func (m *Metrics) ExternalOutcome(typ, outcome string) {
+	if m == nil {
+		return
+	}
+	if outcome == RecycledRetried {
+		m.finished.WithLabelValues(typ, OutcomeFailed).Inc()
+		m.retried.WithLabelValues(typ).Inc()
+		return
+	}
+	m.finished.WithLabelValues(typ, outcome).Inc()
+}
+
 // OnSweep counts what an activity monitor's sweep did; pass it as
 // fdbq.MonitorOptions.OnSweep.
 func (m *Metrics) OnSweep(s fdbq.SweepStats) {

@@ -518,3 +518,23 @@ func TestMiddlewareOutcomes(t *testing.T) {
 		t.Errorf("retried: %v, want 2", v)
 	}
 }
+
+func TestExternalOutcome(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.ExternalOutcome("report", metrics.OutcomeSucceeded)
+	m.ExternalOutcome("report", "retried")
+	m.ExternalOutcome("report", metrics.OutcomeFailed)
+	if v := value(t, reg, "jobstage_jobs_finished_total", "report", "succeeded"); v != 1 {
+		t.Errorf("succeeded: %v", v)
+	}
+	if v := value(t, reg, "jobstage_jobs_finished_total", "report", "failed"); v != 2 {
+		t.Errorf("failed attempts: %v, want 2 (one retried, one final)", v)
+	}
+	if v := value(t, reg, "jobstage_jobs_retried_total", "report"); v != 1 {
+		t.Errorf("retried: %v, want 1", v)
+	}
+}

@@ -249,7 +249,7 @@ func (s *Server) serveHTTP(p httpParams) error {
 		Observe:     p.Metrics.HTTPObserve,
 		OnEnqueue:   p.Metrics.Enqueued,
 		OnAccept:    p.Metrics.Accepted,
-		OnOutcome:   p.Metrics.Finished,
+		OnOutcome:   p.Metrics.ExternalOutcome,
 	})
 	if err != nil {
 		return err
