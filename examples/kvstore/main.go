@@ -2,7 +2,7 @@
 // read-modify-write counter, a watch woken by another transaction, and the
 // commit's versionstamp. Run it twice: the data survives in the directory.
 //
-//	go run ./examples/kvstore [-dir ./jobstage-data]
+//	go run ./examples/kvstore [-dir ./kvstore-data]
 package main
 
 import (
@@ -19,7 +19,7 @@ import (
 )
 
 func main() {
-	dir := flag.String("dir", "./jobstage-data", "data directory of the embedded store")
+	dir := flag.String("dir", "./kvstore-data", "data directory of the embedded store (apart from the job store of jobstage serve)")
 	flag.Parse()
 	if err := run(*dir); err != nil {
 		log.Fatal(err)
