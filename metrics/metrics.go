@@ -121,9 +121,11 @@ func New(reg prometheus.Registerer, q *fdbq.Queue) (*Metrics, error) {
 	}
 	cs := []prometheus.Collector{
 		m.enqueued, m.accepted, m.queueWait, m.finished, m.runtime, m.running, m.retried,
-		m.recycled, m.expired, m.httpReqs, m.httpTime, m.scrapeErrs, m.store, m.pipelines,
+		m.recycled, m.expired, m.httpReqs, m.httpTime, m.store, m.pipelines,
 	}
 	if q != nil {
+		// The queue collector reports its own scrape errors, after the
+		// read they count, so that a scrape shows the failure it had.
 		cs = append(cs, &queueCollector{m: m})
 	}
 	for _, c := range cs {

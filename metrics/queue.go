@@ -28,6 +28,7 @@ func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- pendingDesc
 	ch <- runningDesc
 	ch <- oldestDesc
+	c.m.scrapeErrs.Describe(ch)
 }
 
 type typeSample struct {
@@ -60,6 +61,9 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	})
 	if err != nil {
 		c.m.scrapeErrs.Inc()
+	}
+	c.m.scrapeErrs.Collect(ch)
+	if err != nil {
 		return
 	}
 	for _, s := range samples {
