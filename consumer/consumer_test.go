@@ -200,10 +200,7 @@ func TestPanicBecomesError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := make(chan *consumer.Envelope, 1)
-	in <- consumer.NewEnvelope(context.Background(), q, ls[0], consumer.EnvelopeOptions{})
-	close(in)
-	serve(t, c, in)
+	serveLeases(t, c, q, ls[:1], consumer.EnvelopeOptions{})
 	j := get(t, q, "j000")
 	if j.Outcome != fdbq.Failed {
 		t.Fatalf("outcome %s", j.Outcome)
@@ -229,12 +226,7 @@ func TestResultEncoding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := make(chan *consumer.Envelope, 2)
-	for _, l := range ls {
-		in <- consumer.NewEnvelope(context.Background(), q, l, consumer.EnvelopeOptions{})
-	}
-	close(in)
-	serve(t, c, in)
+	serveLeases(t, c, q, ls, consumer.EnvelopeOptions{})
 	var r map[string]any
 	if j := get(t, q, "j000"); json.Unmarshal(j.Result, &r) != nil || r["ok"] != true {
 		t.Errorf("result %s", j.Result)
@@ -263,12 +255,7 @@ func TestProgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := make(chan *consumer.Envelope, 2)
-	for _, l := range ls {
-		in <- consumer.NewEnvelope(context.Background(), q, l, consumer.EnvelopeOptions{})
-	}
-	close(in)
-	serve(t, c, in)
+	serveLeases(t, c, q, ls, consumer.EnvelopeOptions{})
 	if j := get(t, q, "j000"); string(j.Progress) != `{"done":50}` || j.Outcome != fdbq.Succeeded {
 		t.Errorf("progress %s, outcome %s", j.Progress, j.Outcome)
 	}
@@ -299,12 +286,7 @@ func TestResultTooLargeFailsTheAttempt(t *testing.T) {
 				defer f.Close()
 				o.Finisher = f
 			}
-			in := make(chan *consumer.Envelope, 2)
-			for _, l := range ls {
-				in <- consumer.NewEnvelope(context.Background(), q, l, o)
-			}
-			close(in)
-			serve(t, c, in)
+			serveLeases(t, c, q, ls, o)
 			if j := get(t, q, "j000"); j.Outcome != fdbq.Succeeded || string(j.Result) != `"small"` {
 				t.Errorf("small result: %s %s", j.Outcome, j.Result)
 			}
@@ -334,12 +316,7 @@ func TestRawRunsTypedHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := make(chan *consumer.Envelope, 2)
-	for _, l := range ls {
-		in <- consumer.NewEnvelope(context.Background(), q, l, consumer.EnvelopeOptions{})
-	}
-	close(in)
-	serve(t, c, in)
+	serveLeases(t, c, q, ls, consumer.EnvelopeOptions{})
 	if j := get(t, q, "j000"); j.Outcome != fdbq.Succeeded || string(j.Result) != `{"double":0}` || string(j.Progress) != `{"seen":0}` {
 		t.Errorf("j000: %s %s %s", j.Outcome, j.Result, j.Progress)
 	}

@@ -8,9 +8,9 @@ import (
 
 	"github.com/jobstage/jobstage/consumer"
 	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/internal/jobtest"
 	"github.com/jobstage/jobstage/kv"
 	"github.com/jobstage/jobstage/kv/embedded"
-	"github.com/jobstage/jobstage/kv/tuple"
 )
 
 const waitLimit = 20 * time.Second
@@ -73,37 +73,14 @@ func get(t testing.TB, q *fdbq.Queue, id string) *fdbq.Job {
 
 func recv[T any](t testing.TB, ch <-chan T, what string) T {
 	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(waitLimit):
-		t.Fatalf("timed out waiting for %s", what)
-		panic("unreachable")
-	}
+	return jobtest.Recv(t, ch, waitLimit, what)
 }
 
 // waitStore waits until cond holds, re-checking it after each change to a
-// job of type "t" (a watch on the type's change key, tag 4 of fdbq's data
-// model, armed before each check so no change is missed).
+// job of type "t".
 func waitStore(t testing.TB, q *fdbq.Queue, what string, cond func() bool) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
-	defer cancel()
-	key := tuple.FromBytes(fdbq.DefaultPrefix).MustPack(tuple.Tuple{4, "t"})
-	for {
-		w, err := kv.Transact(ctx, q.DB(), func(tx kv.Tx) (kv.Watch, error) { return tx.Watch(key), nil })
-		if err != nil {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		if cond() {
-			w.Cancel()
-			return
-		}
-		if err := w.Wait(ctx); err != nil {
-			w.Cancel()
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-	}
+	jobtest.WaitStore(t, q.DB(), "t", waitLimit, what, cond)
 }
 
 // serve runs c.Serve over in (closed by the caller) and waits, bounded,
@@ -116,4 +93,16 @@ func serve(t testing.TB, c *consumer.Consumer, in <-chan *consumer.Envelope) {
 		c.Serve(in, func(int) {})
 	}()
 	recv(t, done, "Serve to return")
+}
+
+// serveLeases serves envelopes of ls with options o through c, and waits
+// for Serve to return.
+func serveLeases(t testing.TB, c *consumer.Consumer, q *fdbq.Queue, ls []*fdbq.Lease, o consumer.EnvelopeOptions) {
+	t.Helper()
+	in := make(chan *consumer.Envelope, len(ls))
+	for _, l := range ls {
+		in <- consumer.NewEnvelope(context.Background(), q, l, o)
+	}
+	close(in)
+	serve(t, c, in)
 }

@@ -38,10 +38,10 @@ func provideQueue(lc fx.Lifecycle, p queueParams) *Queue {
 		for _, t := range p.Types {
 			err := p.DB.Transact(ctx, func(tx kv.Tx) error {
 				s := t.Settings
-				old, err := q.GetType(ctx, tx, t.Name)
+				old, err := q.settings(tx, t.Name)
 				switch {
 				case err == nil:
-					s.Paused = s.Paused || old.Settings.Paused
+					s.Paused = s.Paused || old.Paused
 				case !errors.Is(err, ErrUnknownType):
 					return err
 				}

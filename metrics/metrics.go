@@ -195,16 +195,6 @@ func (m *Metrics) accept(l *fdbq.Lease, now time.Time) {
 	m.queueWait.WithLabelValues(l.Type).Observe(max(at.Sub(l.ScheduledAt).Seconds(), 0))
 }
 
-// Finished counts an attempt that ended outside a pipeline (an external
-// worker's finish or fail through the HTTP API) with one of the Outcome
-// constants.
-func (m *Metrics) Finished(typ, outcome string) {
-	if m == nil {
-		return
-	}
-	m.finished.WithLabelValues(typ, outcome).Inc()
-}
-
 // ExternalOutcome counts what an external worker's finish or fail did
 // (httpapi.Options.OnOutcome): "succeeded", "failed" (the job finished
 // failed) or "retried" (a failed attempt whose job will run again, counted

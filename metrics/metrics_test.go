@@ -263,7 +263,7 @@ func TestRegistryHasEveryMetric(t *testing.T) {
 	// The vectors make a series once they have counted something.
 	m.Enqueued("email", 1)
 	m.Accepted([]*fdbq.Lease{{Job: fdbq.Job{Type: "email", ID: "x", ScheduledAt: time.Now()}}})
-	m.Finished("email", metrics.OutcomeSucceeded)
+	m.ExternalOutcome("email", metrics.OutcomeSucceeded)
 	m.OnSweep(fdbq.SweepStats{Recycled: 1, ByType: map[string]fdbq.TypeSweepStats{"email": {Recycled: 1}}})
 	m.HTTPObserve("GET /healthz", 200, time.Millisecond)
 	h := metrics.Middleware[task, string](m)(func(context.Context, *consumer.Job[task]) (string, error) { return "", errors.New("no") })
@@ -476,7 +476,7 @@ func TestNilMetricsCountNothing(t *testing.T) {
 	var m *metrics.Metrics
 	m.Enqueued("email", 1)
 	m.Accepted([]*fdbq.Lease{{}})
-	m.Finished("email", metrics.OutcomeFailed)
+	m.ExternalOutcome("email", metrics.OutcomeFailed)
 	m.OnSweep(fdbq.SweepStats{Recycled: 1, ByType: map[string]fdbq.TypeSweepStats{"email": {Recycled: 1}}})
 	m.HTTPObserve("GET /healthz", 200, time.Millisecond)
 	m.ObserveStore(nil)

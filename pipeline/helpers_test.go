@@ -11,6 +11,7 @@ import (
 
 	"github.com/jobstage/jobstage/consumer"
 	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/internal/jobtest"
 	"github.com/jobstage/jobstage/kv"
 	"github.com/jobstage/jobstage/kv/embedded"
 	"github.com/jobstage/jobstage/kv/tuple"
@@ -217,28 +218,10 @@ func (e *env) count(t testing.TB, s fdbq.State) int64 {
 }
 
 // waitStore waits until cond holds, re-checking it after each change to a
-// job of type "t": a watch on the type's change key, armed before each
-// check so that no change between the check and the wait is missed.
+// job of type "t".
 func (e *env) waitStore(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
-	defer cancel()
-	for {
-		w, err := kv.Transact(ctx, e.db, func(tx kv.Tx) (kv.Watch, error) {
-			return tx.Watch(queueKey(tagChange, "t")), nil
-		})
-		if err != nil {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		if cond() {
-			w.Cancel()
-			return
-		}
-		if err := w.Wait(ctx); err != nil {
-			w.Cancel()
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-	}
+	jobtest.WaitStore(t, e.db, "t", waitLimit, what, cond)
 }
 
 // waitFinished waits until every job in ids has finished, and returns them.
@@ -304,13 +287,7 @@ func mustConsumer[T, R any](t testing.TB, h consumer.Handler[T, R], o consumer.O
 // recv receives from ch or fails the test after waitLimit.
 func recv[T any](t testing.TB, ch <-chan T, what string) T {
 	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(waitLimit):
-		t.Fatalf("timed out waiting for %s", what)
-		panic("unreachable")
-	}
+	return jobtest.Recv(t, ch, waitLimit, what)
 }
 
 // jobIDs returns "prefix0" … "prefix(n-1)".

@@ -14,10 +14,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
-	"sort"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -70,7 +71,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	if err := httpapi.CheckListen(cfg.HTTP.Listen, len(cfg.HTTP.Tokens)); err != nil {
 		return nil, err
 	}
-	for _, name := range sortedKeys(cfg.Pipelines) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Pipelines)) {
 		if g := cfg.Pipelines[name].Handler.Go; g != "" && o.Handlers[g] == nil {
 			return nil, fmt.Errorf("pipeline %s: no Go handler registered as %q (server.Options.Handlers)", name, g)
 		}
@@ -92,10 +93,10 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		fx.Invoke(s.serveHTTP),
 		fx.Populate(&s.q),
 	}
-	for _, name := range sortedKeys(cfg.Types) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Types)) {
 		opts = append(opts, fdbq.DeclareType(name, cfg.Types[name].Settings()))
 	}
-	for _, name := range sortedKeys(cfg.Pipelines) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Pipelines)) {
 		opts = append(opts, pipeline.Provide(pipelineConstructor(name, cfg.Pipelines[name], o.Handlers, log)))
 	}
 	s.app = fx.New(opts...)
@@ -147,15 +148,6 @@ func (s *Server) Addr() string { return s.addr.Load().(string) }
 
 // Queue is the server's jobs layer once started.
 func (s *Server) Queue() *fdbq.Queue { return s.q }
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
 
 type metricsOut struct {
 	fx.Out

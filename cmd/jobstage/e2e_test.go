@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/httpapi"
 )
@@ -498,7 +500,7 @@ pipelines:
     type: sleepy
     handler:
       exec:
-        command: ["/bin/sh", "-c", "echo $$ > %s; exec sleep 60"]
+        command: ["/bin/sh", "-c", "echo $$ > %s; exec sleep 600"]
 `
 
 // TestKillNineKillsExecChildren: a command the exec handler runs dies with
@@ -510,36 +512,60 @@ func TestKillNineKillsExecChildren(t *testing.T) {
 	if err := os.WriteFile(cfg, fmt.Appendf(nil, sleeperConfig, filepath.Join(dir, "data"), pidFile), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// The command reports its pid through a FIFO: reading it waits for the
+	// command to have started.
+	if err := syscall.Mkfifo(pidFile, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	s := startServer(t, cfg)
 	cl := httpapi.NewClient(s.url, "", nil)
 	ctx := context.Background()
 	if _, err := cl.Enqueue(ctx, "sleepy", httpapi.NewJob{ID: "z"}); err != nil {
 		t.Fatal(err)
 	}
-	if j, err := cl.Wait(ctx, "sleepy", "z", fdbq.Running, 30*time.Second); err != nil || j.State != fdbq.Running {
-		t.Fatalf("job not running: %v %+v", err, j)
-	}
-	var pid int
-	deadline := time.Now().Add(waitLimit)
-	for {
+	pids := make(chan []byte, 1)
+	go func() {
 		b, _ := os.ReadFile(pidFile)
-		if _, err := fmt.Sscan(string(b), &pid); err == nil && pid > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the command never wrote its pid")
-		}
-		time.Sleep(5 * time.Millisecond)
+		pids <- b
+	}()
+	var pid int
+	if _, err := fmt.Sscan(string(recvBytes(t, pids, "the command's pid")), &pid); err != nil || pid <= 0 {
+		t.Fatalf("the command's pid: %v", err)
 	}
-	if err := syscall.Kill(pid, 0); err != nil {
+	// A pidfd becomes readable when its process ends: the test waits on
+	// that, not on a poll.
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
 		t.Fatalf("child %d not running before the kill: %v", pid, err)
 	}
+	defer unix.Close(pidfd)
 	s.kill()
-	for syscall.Kill(pid, 0) == nil {
-		if time.Now().After(deadline) {
+	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	for {
+		// The kernel kills it with its parent; 10 s is ample, and far
+		// below the command's own 600 s.
+		n, err := unix.Poll(fds, 10_000)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
 			syscall.Kill(pid, syscall.SIGKILL)
 			t.Fatalf("child %d outlived the killed server", pid)
 		}
-		time.Sleep(5 * time.Millisecond)
+		return
+	}
+}
+
+func recvBytes(t *testing.T, ch <-chan []byte, what string) []byte {
+	t.Helper()
+	select {
+	case b := <-ch:
+		return b
+	case <-time.After(waitLimit):
+		t.Fatalf("timed out waiting for %s", what)
+		return nil
 	}
 }

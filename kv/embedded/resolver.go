@@ -60,15 +60,7 @@ func (r *resolver) conflicts(readVersion uint64, readKeys []string, readRanges [
 		}
 	}
 	for _, rr := range readRanges {
-		hit := false
-		r.points.AscendRange(pointWrite{key: string(rr.Begin)}, pointWrite{key: string(rr.End)}, func(p pointWrite) bool {
-			if p.version > readVersion {
-				hit = true
-				return false
-			}
-			return true
-		})
-		if hit {
+		if r.pointWrittenAfter(rr.Begin, rr.End, readVersion) {
 			return true
 		}
 	}
@@ -138,15 +130,7 @@ func (r *resolver) prune(horizon uint64, cutoff time.Time) {
 // version after version (as far as the resolver remembers; callers check
 // prunedThrough first).
 func (r *resolver) writtenAfter(begin, end []byte, version uint64) bool {
-	hit := false
-	r.points.AscendRange(pointWrite{key: string(begin)}, pointWrite{key: string(end)}, func(p pointWrite) bool {
-		if p.version > version {
-			hit = true
-			return false
-		}
-		return true
-	})
-	if hit {
+	if r.pointWrittenAfter(begin, end, version) {
 		return true
 	}
 	for _, w := range r.ranges {
@@ -155,4 +139,18 @@ func (r *resolver) writtenAfter(begin, end []byte, version uint64) bool {
 		}
 	}
 	return false
+}
+
+// pointWrittenAfter reports whether a point write to a key in [begin, end)
+// is remembered at a version after version.
+func (r *resolver) pointWrittenAfter(begin, end []byte, version uint64) bool {
+	hit := false
+	r.points.AscendRange(pointWrite{key: string(begin)}, pointWrite{key: string(end)}, func(p pointWrite) bool {
+		if p.version > version {
+			hit = true
+			return false
+		}
+		return true
+	})
+	return hit
 }

@@ -1,0 +1,54 @@
+// Package jobtest holds helpers that the tests of several packages share.
+package jobtest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/kv"
+	"github.com/jobstage/jobstage/kv/tuple"
+)
+
+// Recv receives from ch, or fails the test after limit.
+func Recv[T any](t testing.TB, ch <-chan T, limit time.Duration, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(limit):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+// ChangeKey is the key an fdbq queue with the default prefix changes
+// whenever a job of typ changes (tag 4 of the data model in fdbq/doc.go).
+func ChangeKey(typ string) []byte {
+	return tuple.FromBytes(fdbq.DefaultPrefix).MustPack(tuple.Tuple{4, typ})
+}
+
+// WaitStore waits, up to limit, until cond holds, re-checking it after each
+// change to a job of typ: a watch on the type's change key, armed before
+// each check so that no change between the check and the wait is missed.
+func WaitStore(t testing.TB, db *kv.DB, typ string, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	key := ChangeKey(typ)
+	for {
+		w, err := kv.Transact(ctx, db, func(tx kv.Tx) (kv.Watch, error) { return tx.Watch(key), nil })
+		if err != nil {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+		if cond() {
+			w.Cancel()
+			return
+		}
+		if err := w.Wait(ctx); err != nil {
+			w.Cancel()
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+	}
+}
