@@ -128,10 +128,8 @@ func (c *Consumer) Options() Options { return c.opts }
 func runTyped[T, R any](e *Envelope, h Handler[T, R], timeout time.Duration) (result json.RawMessage, err error) {
 	l := e.Lease
 	job := &Job[T]{ID: l.ID, Type: l.Type, Attempt: l.Attempts, Priority: l.Priority, ScheduledAt: l.ScheduledAt, Lease: l, env: e}
-	if len(l.Data) > 0 {
-		if err := json.Unmarshal(l.Data, &job.Data); err != nil {
-			return nil, fmt.Errorf("consumer: decode data of %s/%s: %w", l.Type, l.ID, err)
-		}
+	if err := decodeData(job, l.Data); err != nil {
+		return nil, err
 	}
 	ctx := e.Context()
 	if timeout > 0 {
@@ -151,9 +149,26 @@ func runTyped[T, R any](e *Envelope, h Handler[T, R], timeout time.Duration) (re
 		}
 		return nil, err
 	}
+	return encodeResult(l.Type, l.ID, r)
+}
+
+// decodeData decodes a job's JSON data into job.Data; empty data leaves it
+// zero.
+func decodeData[T any](job *Job[T], data json.RawMessage) error {
+	if len(data) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(data, &job.Data); err != nil {
+		return fmt.Errorf("consumer: decode data of %s/%s: %w", job.Type, job.ID, err)
+	}
+	return nil
+}
+
+// encodeResult encodes a handler's result as the job's JSON result.
+func encodeResult(typ, id string, r any) (json.RawMessage, error) {
 	b, err := json.Marshal(r)
 	if err != nil {
-		return nil, fmt.Errorf("consumer: encode result of %s/%s: %w", l.Type, l.ID, err)
+		return nil, fmt.Errorf("consumer: encode result of %s/%s: %w", typ, id, err)
 	}
 	return b, nil
 }
