@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/internal/jobtest"
 	"github.com/jobstage/jobstage/kv"
 	"github.com/jobstage/jobstage/kv/embedded"
 )
@@ -121,21 +122,7 @@ func crashSetup(t *testing.T, dir string) {
 // with SIGKILL once it is ready. It returns the leases the worker held
 // and the ones it finished.
 func crashRunChild(t *testing.T, dir string) (held, finished []*fdbq.Lease) {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), crashChildEnv+"=accept", crashDirEnv+"="+dir)
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	lines := bufio.NewScanner(stdout)
+	cmd, lines := jobtest.StartChild(t, crashChildEnv+"=accept", crashDirEnv+"="+dir)
 	ready := false
 	for !ready && lines.Scan() {
 		f := strings.Fields(lines.Text())
@@ -161,7 +148,7 @@ func crashRunChild(t *testing.T, dir string) (held, finished []*fdbq.Lease) {
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	err = cmd.Wait()
+	err := cmd.Wait()
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 		t.Fatalf("child did not die of SIGKILL: %v", err)

@@ -2,7 +2,10 @@
 package jobtest
 
 import (
+	"bufio"
 	"context"
+	"os"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -51,4 +54,27 @@ func WaitStore(t testing.TB, db *kv.DB, typ string, limit time.Duration, what st
 			t.Fatalf("waiting for %s: %v", what, err)
 		}
 	}
+}
+
+// StartChild runs the test binary again as a child process, with env added
+// to its environment and no test selected (its TestMain, seeing env, plays
+// the child), and returns it with a scanner over its standard output. The
+// child is killed at the end of the test if it still runs.
+func StartChild(t testing.TB, env ...string) (*exec.Cmd, *bufio.Scanner) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return cmd, bufio.NewScanner(stdout)
 }

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobstage/jobstage/internal/jobtest"
 	"github.com/jobstage/jobstage/kv"
 	"github.com/jobstage/jobstage/kv/embedded"
 )
@@ -100,22 +101,7 @@ func crashChildHold(dir string) {
 
 func startChild(t *testing.T, mode, dir string, env ...string) (*exec.Cmd, *bufio.Scanner) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+mode, "JOBSTAGE_EMBEDDED_DIR="+dir)
-	cmd.Env = append(cmd.Env, env...)
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	return cmd, bufio.NewScanner(stdout)
+	return jobtest.StartChild(t, append([]string{childEnv + "=" + mode, "JOBSTAGE_EMBEDDED_DIR=" + dir}, env...)...)
 }
 
 func TestCrashDurability(t *testing.T) {
