@@ -306,8 +306,15 @@ func (b *run) continuous(ctx context.Context, typ string, d time.Duration) error
 	if batch == 0 {
 		batch = 100
 	}
-	var handled, inserted atomic.Int64
-	p, err := b.pipeline(typ, b.o.Concurrency, func() { handled.Add(1) })
+	// slots bounds the backlog: an inserter takes a slot per job before
+	// inserting it, a handler gives one back.
+	const backlog = 20_000
+	slots := make(chan struct{}, backlog)
+	var handled atomic.Int64
+	p, err := b.pipeline(typ, b.o.Concurrency, func() {
+		handled.Add(1)
+		<-slots
+	})
 	if err != nil {
 		return err
 	}
@@ -319,7 +326,6 @@ func (b *run) continuous(ctx context.Context, typ string, d time.Duration) error
 	}
 	t0 := time.Now()
 	stopTicks := b.tick(&handled, t0)
-	const backlog = 20_000
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
 	var next atomic.Int64
@@ -328,9 +334,12 @@ func (b *run) continuous(ctx context.Context, typ string, d time.Duration) error
 		go func() {
 			defer wg.Done()
 			for runCtx.Err() == nil {
-				if inserted.Load()-handled.Load() > backlog {
-					time.Sleep(time.Millisecond)
-					continue
+				for range batch {
+					select {
+					case slots <- struct{}{}:
+					case <-runCtx.Done():
+						return
+					}
 				}
 				from := int(next.Add(int64(batch))) - batch
 				if err := b.insert(runCtx, typ, "c", from, batch, batch); err != nil {
@@ -339,7 +348,6 @@ func (b *run) continuous(ctx context.Context, typ string, d time.Duration) error
 					}
 					return
 				}
-				inserted.Add(int64(batch))
 			}
 		}()
 	}
