@@ -9,8 +9,7 @@ import (
 	"github.com/jobstage/jobstage/consumer"
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/handlers"
-	"github.com/jobstage/jobstage/kv"
-	"github.com/jobstage/jobstage/kv/embedded"
+	"github.com/jobstage/jobstage/internal/jobtest"
 	"github.com/jobstage/jobstage/pipeline"
 	"github.com/jobstage/jobstage/producer"
 )
@@ -20,12 +19,7 @@ import (
 // one that fails finishes failed with the exit status and stderr.
 func TestExecInPipeline(t *testing.T) {
 	ctx := context.Background()
-	st, err := embedded.Open(t.TempDir(), embedded.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := kv.NewDB(st, kv.Options{})
-	defer db.Close()
+	db := jobtest.OpenDB(t)
 	q := fdbq.New(db, fdbq.Options{})
 	s := fdbq.DefaultTypeSettings()
 	s.Retry.MaxAttempts = 1

@@ -19,8 +19,8 @@ import (
 
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/httpapi"
+	"github.com/jobstage/jobstage/internal/jobtest"
 	"github.com/jobstage/jobstage/kv"
-	"github.com/jobstage/jobstage/kv/embedded"
 )
 
 // observed collects every (route, status) the test servers answered, so
@@ -129,12 +129,7 @@ type env struct {
 
 func newEnv(t testing.TB, o httpapi.Options, wrap ...func(http.Handler) http.Handler) *env {
 	t.Helper()
-	st, err := embedded.Open(t.TempDir(), embedded.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := kv.NewDB(st, kv.Options{})
-	t.Cleanup(func() { db.Close() })
+	db := jobtest.OpenDB(t)
 	q := fdbq.New(db, fdbq.Options{})
 	if err := q.SetType(context.Background(), db, "email", fdbq.DefaultTypeSettings()); err != nil {
 		t.Fatal(err)

@@ -17,8 +17,8 @@ import (
 
 	"github.com/jobstage/jobstage/consumer"
 	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/internal/jobtest"
 	"github.com/jobstage/jobstage/kv"
-	"github.com/jobstage/jobstage/kv/embedded"
 	"github.com/jobstage/jobstage/metrics"
 	"github.com/jobstage/jobstage/pipeline"
 	"github.com/jobstage/jobstage/producer"
@@ -28,16 +28,7 @@ import (
 // fails the test instead of hanging it.
 const waitLimit = 20 * time.Second
 
-func openDB(t *testing.T) *kv.DB {
-	t.Helper()
-	st, err := embedded.Open(t.TempDir(), embedded.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := kv.NewDB(st, kv.Options{})
-	t.Cleanup(func() { db.Close() })
-	return db
-}
+func openDB(t *testing.T) *kv.DB { return jobtest.OpenDB(t) }
 
 func setType(t *testing.T, q *fdbq.Queue, name string, maxAttempts int, paused bool) {
 	t.Helper()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/kv"
+	"github.com/jobstage/jobstage/kv/embedded"
 	"github.com/jobstage/jobstage/kv/tuple"
 )
 
@@ -77,4 +78,17 @@ func StartChild(t testing.TB, env ...string) (*exec.Cmd, *bufio.Scanner) {
 		cmd.Wait()
 	})
 	return cmd, bufio.NewScanner(stdout)
+}
+
+// OpenDB opens a durable embedded store in a directory of the test's, and
+// closes it when the test ends.
+func OpenDB(t testing.TB) *kv.DB {
+	t.Helper()
+	st, err := embedded.Open(t.TempDir(), embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := kv.NewDB(st, kv.Options{})
+	t.Cleanup(func() { db.Close() })
+	return db
 }
