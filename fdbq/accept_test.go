@@ -568,16 +568,17 @@ func TestAcceptIdempotentUnderUnknownResult(t *testing.T) {
 	}
 }
 
-func TestAcceptRetryFindsClaimedJobGone(t *testing.T) {
+func TestAcceptUnknownCommitThatApplied(t *testing.T) {
 	// The first commit applies but reports commit_unknown_result, and the
-	// job it took is canceled before the retry: the retry finds its claim
-	// with nothing left in it, and a blocking Accept must go on waiting.
+	// job it took is canceled before the retry. The store's commit-once
+	// transactions tell the retry that the accept applied, so Accept
+	// answers what it did: it took a, whose worker learns of the cancel
+	// at its first heartbeat.
 	q, c := newQueue(t)
 	ctx := context.Background()
 	hq, hb := hookedQueue(q, c.Now)
 	addJob(t, q, fdbq.NewJob{ID: "a"})
 	var once sync.Once
-	injected := make(chan struct{})
 	hb.setCommit(func(tx kv.Transaction) error {
 		err := tx.Commit()
 		if err != nil {
@@ -591,15 +592,15 @@ func TestAcceptRetryFindsClaimedJobGone(t *testing.T) {
 		if err := q.Cancel(ctx, q.DB(), "email", "a"); err != nil {
 			t.Errorf("cancel: %v", err)
 		}
-		close(injected)
 		return kv.ErrCommitUnknownResult.WithDetail("applied, test")
 	})
 	res := acceptInBackground(ctx, hq, "email", fdbq.AcceptOptions{Timeout: time.Hour})
-	recvWithin(t, injected, "the accept commit")
-	addJob(t, q, fdbq.NewJob{ID: "b"})
 	out := recvWithin(t, res, "the accept")
-	if out.err != nil || !slices.Equal(leaseIDsOf(out.leases), []string{"b"}) {
+	if out.err != nil || !slices.Equal(leaseIDsOf(out.leases), []string{"a"}) {
 		t.Fatalf("accept: %v %v", leaseIDsOf(out.leases), out.err)
+	}
+	if err := q.Heartbeat(ctx, q.DB(), out.leases[0], fdbq.HeartbeatOptions{}); !errors.Is(err, fdbq.ErrHalt) {
+		t.Fatalf("heartbeat of the canceled job: %v, want ErrHalt", err)
 	}
 	if j := stateIs(t, q, "a", fdbq.Finished); j.Outcome != fdbq.Canceled {
 		t.Fatalf("a: %s", j.Outcome)

@@ -30,6 +30,13 @@ type Options struct {
 	// OnRetry, if set, is called with each retryable error before the
 	// backoff; metrics hook here.
 	OnRetry func(err error)
+	// MarkerPrefix is the key prefix of Transact's commit markers
+	// (DefaultMarkerPrefix when nil). Several DBs may share it: marker
+	// keys are random.
+	MarkerPrefix []byte
+	// MarkerRetention is how long a marker that its call never cleared
+	// (its process died) is kept; DefaultMarkerRetention when 0.
+	MarkerRetention time.Duration
 }
 
 // DB runs transactional functions against a Backend, committing them and
@@ -39,6 +46,7 @@ type DB struct {
 	backend Backend
 	opts    Options
 	stats   Stats
+	marks   markers
 }
 
 // Stats counts what a DB did, for metrics and for tests that count store
@@ -48,6 +56,9 @@ type Stats struct {
 	Commits      atomic.Int64 // attempts that committed
 	Retries      atomic.Int64 // attempts that failed with a retryable error
 	Conflicts    atomic.Int64 // attempts that failed with not_committed
+	// UnknownApplied counts commits that answered commit_unknown_result
+	// and were found applied by the next attempt's marker check.
+	UnknownApplied atomic.Int64
 
 	retries sync.Map // error code → *atomic.Int64: Retries by code
 }
@@ -83,7 +94,16 @@ func NewDB(backend Backend, opts Options) *DB {
 	if opts.MaxBackoff <= 0 {
 		opts.MaxBackoff = DefaultMaxBackoff
 	}
-	return &DB{backend: backend, opts: opts}
+	if opts.MarkerPrefix == nil {
+		opts.MarkerPrefix = DefaultMarkerPrefix
+	}
+	if opts.MarkerRetention <= 0 {
+		opts.MarkerRetention = DefaultMarkerRetention
+	}
+	db := &DB{backend: backend, opts: opts}
+	db.marks.prefix = append([]byte(nil), opts.MarkerPrefix...)
+	db.marks.retention = opts.MarkerRetention
+	return db
 }
 
 // Backend returns the backend the DB runs on.
@@ -108,22 +128,99 @@ func (db *DB) CreateTransaction(ctx context.Context) (Transaction, error) {
 // jittered backoff, until it succeeds, fails otherwise, ctx ends, or the
 // retry limit is reached (a *RetryLimitError wrapping the last error).
 //
-// Because a commit_unknown_result is retried, fn may run again after a
-// commit that did apply: fn must be idempotent in that case (check a marker
-// it writes, as FoundationDB's developer guide advises).
+// The call commits at most once, even when a commit answers
+// commit_unknown_result after it applied: the attempt wrote a commit
+// marker, and the next attempt reads it before running fn again (see
+// Options.MarkerPrefix). So when Transact returns nil, the last run of fn
+// is the one that committed, exactly once; when it returns an error, fn's
+// writes did not commit, unless the error matches ErrCommitUnknownResult
+// (the call gave up before it could learn the outcome of such a commit).
+// tx.Versionstamp inside fn belongs to the call: it is the versionstamp of
+// the attempt that committed.
 func (db *DB) Transact(ctx context.Context, fn func(Tx) error) error {
-	return db.run(ctx, func(tx Transaction) error {
-		if err := fn(tx); err != nil {
+	var (
+		w       onceTx
+		check   []byte // marker of the attempt whose commit result is unknown
+		unknown error  // that attempt's error
+		stamp   Versionstamp
+	)
+	err := db.run(ctx, func(tx Transaction) error {
+		if check != nil {
+			v, err := tx.Get(check)
+			tx.Cancel()
+			if err != nil {
+				return err
+			}
+			if v != nil {
+				// The attempt applied: its marker holds its versionstamp.
+				copy(stamp[:], v)
+				db.marks.discard(check)
+				db.stats.Commits.Add(1)
+				db.stats.UnknownApplied.Add(1)
+				check, unknown = nil, nil
+				return nil
+			}
+			// It did not apply, and no longer can: run fn afresh. The
+			// check's read ended that transaction; the next attempt begins
+			// at once.
+			check, unknown = nil, nil
+			return errRecheckDone
+		}
+		w.Transaction, w.wrote = tx, false
+		if err := fn(&w); err != nil {
 			tx.Cancel()
 			return err
 		}
+		var (
+			marker []byte
+			taken  [][]byte
+			swept  bool
+			bstamp *Future[Versionstamp]
+		)
+		if w.wrote {
+			now := time.Now()
+			marker = db.marks.newKey(now)
+			tx.SetVersionstampedValue(marker, stampPlaceholder)
+			taken, swept = db.marks.piggyback(tx, now)
+		}
+		if w.stamp != nil {
+			bstamp = tx.Versionstamp()
+		}
 		if err := tx.Commit(); err != nil {
+			db.marks.giveBack(taken, swept)
+			if marker != nil && IsMaybeCommitted(err) {
+				check, unknown = marker, err
+			}
 			return err
 		}
 		db.stats.Commits.Add(1)
+		if marker != nil {
+			db.marks.discard(marker)
+		}
+		if bstamp != nil {
+			// Ready: the commit succeeded, or the transaction had nothing
+			// to commit (no_commit_version).
+			s, err := bstamp.Get(ctx)
+			if err != nil {
+				w.stamp.Resolve(Versionstamp{}, err)
+			}
+			stamp = s
+		}
 		return nil
 	})
+	if err != nil && unknown != nil {
+		// The call gave up while an attempt's outcome was unknown.
+		err = &UnknownResultError{Err: err, Unknown: unknown}
+	}
+	if w.stamp != nil {
+		w.stamp.Resolve(stamp, err)
+	}
+	return err
 }
+
+// errRecheckDone ends the attempt that learnt that an unknown commit did
+// not apply; run starts the next attempt without a backoff or a count.
+var errRecheckDone = &Error{Code: CodeNotCommitted, Detail: "earlier attempt did not commit"}
 
 // ReadTransact runs fn in a new transaction that is never committed,
 // retrying retryable read errors as Transact does.
@@ -146,6 +243,10 @@ func (db *DB) run(ctx context.Context, attempt func(Transaction) error) error {
 		}
 		if err == nil {
 			return nil
+		}
+		if err == errRecheckDone {
+			n--
+			continue
 		}
 		if !IsRetryable(err) {
 			return err

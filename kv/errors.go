@@ -42,7 +42,7 @@ func (e *Error) Retryable() bool { return retryableCodes[e.Code] }
 // MaybeCommitted reports whether the transaction may have committed despite
 // the error (FoundationDB's "maybe_committed" predicate).
 func (e *Error) MaybeCommitted() bool {
-	return e.Code == CodeCommitUnknownResult || e.Code == 1039 // cluster_version_changed
+	return e.Code == CodeCommitUnknownResult || e.Code == CodeClusterVersionChanged
 }
 
 // WithDetail returns a copy of e carrying detail.
@@ -62,6 +62,7 @@ const (
 	CodeAccessedUnreadable     = 1036
 	CodeProcessBehind          = 1037
 	CodeDatabaseLocked         = 1038
+	CodeClusterVersionChanged  = 1039
 	CodeClientInvalidOperation = 2000
 	CodeNoCommitVersion        = 2021
 	CodeKeyOutsideLegalRange   = 2004
@@ -158,7 +159,8 @@ var retryableCodes = map[int]bool{
 // IsRetryable reports whether err (or an error it wraps) is a retryable
 // store error.
 func IsRetryable(err error) bool {
-	if errors.Is(err, ErrRetryLimit) {
+	var unknown *UnknownResultError
+	if errors.Is(err, ErrRetryLimit) || errors.As(err, &unknown) {
 		// The retry loop already gave up on it.
 		return false
 	}
@@ -167,11 +169,13 @@ func IsRetryable(err error) bool {
 }
 
 // IsMaybeCommitted reports whether err says the transaction may or may not
-// have committed (commit_unknown_result).
+// have committed (commit_unknown_result, cluster_version_changed), also
+// when the retry loop gave up with such an outcome unresolved.
 func IsMaybeCommitted(err error) bool {
-	var e *Error
-	return errors.As(err, &e) && e.MaybeCommitted()
+	return errors.Is(err, ErrCommitUnknownResult) || errors.Is(err, errClusterVersionChanged)
 }
+
+var errClusterVersionChanged = &Error{Code: CodeClusterVersionChanged}
 
 // ErrorCode returns the FoundationDB code of err, or 0 when err is not a
 // store error.
@@ -196,6 +200,22 @@ func (e *RetryLimitError) Error() string {
 }
 
 func (e *RetryLimitError) Unwrap() error { return e.Err }
+
+// UnknownResultError is returned by DB.Transact when it stopped (the retry
+// limit, the context, a non-retryable error) while the outcome of an
+// attempt whose commit answered commit_unknown_result was still unknown:
+// that attempt may have committed. It matches ErrCommitUnknownResult and
+// unwraps to both errors.
+type UnknownResultError struct {
+	Err     error // why Transact stopped
+	Unknown error // the unresolved commit's error
+}
+
+func (e *UnknownResultError) Error() string {
+	return fmt.Sprintf("%v (an earlier attempt may have committed: %v)", e.Err, e.Unknown)
+}
+
+func (e *UnknownResultError) Unwrap() []error { return []error{e.Err, e.Unknown} }
 
 // Is makes errors.Is(err, ErrRetryLimit) true.
 func (e *RetryLimitError) Is(target error) bool { return target == ErrRetryLimit }

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"time"
 
@@ -22,6 +23,7 @@ const (
 	txCommitted
 	txFailed
 	txCancelled
+	txExpired // outlived the transaction lifetime uncommitted
 )
 
 // txn is a transaction of the embedded store. It reads from the Pebble
@@ -47,6 +49,10 @@ type txn struct {
 	watches    []*watchEntry
 	stampF     *kv.Future[kv.Versionstamp]
 	stamp      kv.Versionstamp
+	// expiry ends the transaction when it outlives the transaction
+	// lifetime without a commit or cancel, so that it pins neither its
+	// snapshot nor its watches' reservations.
+	expiry *time.Timer
 }
 
 var _ kv.Transaction = (*txn)(nil)
@@ -61,14 +67,28 @@ func (s *Store) Begin(ctx context.Context) (kv.Transaction, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &txn{
+	t := &txn{
 		s:     s,
 		ctx:   ctx,
 		start: time.Now(),
 		snap:  ref,
 		rv:    ref.version,
 		buf:   newWriteBuffer(),
-	}, nil
+	}
+	t.expiry = time.AfterFunc(s.opts.TransactionLifetime, t.expire)
+	return t, nil
+}
+
+// expire ends a transaction that is still open after the transaction
+// lifetime: FoundationDB keeps no state for it past that point either,
+// and every later read or commit fails with transaction_too_old. A
+// transaction in the middle of its commit is left to the committer.
+func (t *txn) expire() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.state == txActive {
+		t.finish(txExpired, kv.ErrTransactionTooOld.WithDetail("transaction older than %v, expired uncommitted", t.s.opts.TransactionLifetime))
+	}
 }
 
 // cancelledErr reports a transaction whose context ended: it matches both
@@ -95,6 +115,8 @@ func (t *txn) usable() error {
 		return kv.ErrTransactionCancelled
 	case txFailed:
 		return kv.ErrClientInvalidOperation.WithDetail("transaction used after its commit failed")
+	case txExpired:
+		return kv.ErrTransactionTooOld.WithDetail("transaction older than %v", t.s.opts.TransactionLifetime)
 	}
 	if t.err != nil {
 		return t.err
@@ -122,10 +144,13 @@ func (t *txn) fail(err error) {
 //
 // REQUIRES: t.mu is held.
 func (t *txn) finish(state txState, err error) {
-	if t.state == txCommitted || t.state == txFailed || t.state == txCancelled {
+	if t.state != txActive && t.state != txCommitting {
 		return
 	}
 	t.state = state
+	if state != txCommitting && t.expiry != nil {
+		t.expiry.Stop()
+	}
 	if t.snap != nil {
 		t.s.releaseSnapshot(t.snap)
 		t.snap = nil
@@ -173,6 +198,16 @@ func checkRange(r kv.Range) error {
 		return kv.ErrKeyOutsideLegalRange.WithDetail("range end %q is past the user keyspace (0xff)", truncate(r.End))
 	}
 	return nil
+}
+
+// pebbleKey returns key for Pebble: the empty key as nil. Pebble's
+// invariant checks (on in race builds) index the first byte of any non-nil
+// seek key.
+func pebbleKey(key []byte) []byte {
+	if len(key) == 0 {
+		return nil
+	}
+	return key
 }
 
 func truncate(b []byte) []byte {
@@ -246,7 +281,7 @@ func (t *txn) readSnapshot(key []byte) ([]byte, bool, error) {
 	if t.s.closed {
 		return nil, false, errClosed
 	}
-	v, closer, err := t.snap.snap.Get(key)
+	v, closer, err := t.snap.snap.Get(pebbleKey(key))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, false, nil
 	}
@@ -289,7 +324,7 @@ func (t *txn) readRangeLocked(r kv.Range, limit int, reverse, snapshot bool) (ou
 	if t.s.closed {
 		return nil, false, errClosed
 	}
-	it, err := t.snap.snap.NewIter(&pebble.IterOptions{LowerBound: r.Begin, UpperBound: r.End})
+	it, err := t.snap.snap.NewIter(&pebble.IterOptions{LowerBound: pebbleKey(r.Begin), UpperBound: r.End})
 	if err != nil {
 		return nil, false, kv.ErrOperationFailed.WithDetail("read range: %v", err)
 	}
@@ -343,11 +378,14 @@ func (t *txn) readRangeLocked(r kv.Range, limit int, reverse, snapshot bool) (ou
 			var base []byte
 			var baseOK bool
 			if dbOK && string(it.Key()) == e.key {
-				v, verr := it.ValueAndErr()
-				if verr != nil {
-					return nil, false, kv.ErrOperationFailed.WithDetail("read range: %v", verr)
+				if e.kind == opAtomic {
+					// The iterator's value is valid only until it moves.
+					v, verr := it.ValueAndErr()
+					if verr != nil {
+						return nil, false, kv.ErrOperationFailed.WithDetail("read range: %v", verr)
+					}
+					base, baseOK = bytes.Clone(v), true
 				}
-				base, baseOK = v, true
 				dbOK = advance()
 			}
 			if e.kind == opVSValue {
@@ -360,7 +398,7 @@ func (t *txn) readRangeLocked(r kv.Range, limit int, reverse, snapshot bool) (ou
 		}
 		if c, ok := t.buf.clearedRangeOf(it.Key()); ok {
 			if reverse {
-				dbOK = it.SeekLT(c.Begin)
+				dbOK = it.SeekLT(pebbleKey(c.Begin))
 			} else {
 				dbOK = it.SeekGE(c.End)
 			}
@@ -387,10 +425,76 @@ func (t *txn) readRangeLocked(r kv.Range, limit int, reverse, snapshot bool) (ou
 				read = kv.Range{Begin: r.Begin, End: kv.KeyAfter(last)}
 			}
 		}
-		t.readRanges = append(t.readRanges, kv.Range{Begin: bytes.Clone(read.Begin), End: bytes.Clone(read.End)})
-		t.size += len(read.Begin) + len(read.End)
+		t.addReadRangeLocked(read, ents, reverse)
 	}
 	return out, hitLimit, nil
+}
+
+// addReadRangeLocked adds the read conflict ranges of a range read over
+// read: the parts of it whose contents came from the snapshot. Keys the
+// transaction set or cleared, and ranges it cleared, are known without
+// the database and add none; keys under an atomic operation depend on the
+// database and do (ReadYourWrites.actor.cpp, updateConflictMap: only
+// unmodified ranges and dependent operations make read conflicts). ents
+// are the buffer's entries in a range that holds read, in iteration order.
+//
+// REQUIRES: t.mu is held.
+func (t *txn) addReadRangeLocked(read kv.Range, ents []*bufEntry, reverse bool) {
+	if read.Empty() {
+		return
+	}
+	cleared := t.buf.cleared
+	if len(cleared) == 0 && len(ents) == 0 {
+		t.addReadRangeCopy(read)
+		return
+	}
+	// Known parts, in key order: the cleared ranges and the independent
+	// entries' single keys. An entry may lie inside a cleared range (set
+	// after the clear).
+	ci := sort.Search(len(cleared), func(i int) bool { return bytes.Compare(cleared[i].End, read.Begin) > 0 })
+	ei, step := 0, 1
+	if reverse {
+		ei, step = len(ents)-1, -1
+	}
+	cur := read.Begin
+	for {
+		for ei >= 0 && ei < len(ents) && (ents[ei].kind == opAtomic || ents[ei].kind == opVSValue ||
+			ents[ei].key < string(read.Begin)) {
+			ei += step
+		}
+		haveC := ci < len(cleared) && bytes.Compare(cleared[ci].Begin, read.End) < 0
+		haveE := ei >= 0 && ei < len(ents) && ents[ei].key < string(read.End)
+		if !haveC && !haveE {
+			break
+		}
+		var known kv.Range
+		if haveC && (!haveE || bytes.Compare(cleared[ci].Begin, []byte(ents[ei].key)) <= 0) {
+			known = cleared[ci]
+			ci++
+		} else {
+			k := []byte(ents[ei].key)
+			known = kv.Range{Begin: k, End: kv.KeyAfter(k)}
+			ei += step
+		}
+		if bytes.Compare(known.Begin, cur) > 0 {
+			t.addReadRangeCopy(kv.Range{Begin: cur, End: known.Begin})
+		}
+		if bytes.Compare(known.End, cur) > 0 {
+			cur = known.End
+		}
+		if bytes.Compare(cur, read.End) >= 0 {
+			return
+		}
+	}
+	t.addReadRangeCopy(kv.Range{Begin: cur, End: read.End})
+}
+
+// addReadRangeCopy adds a read conflict range the transaction owns.
+//
+// REQUIRES: t.mu is held.
+func (t *txn) addReadRangeCopy(r kv.Range) {
+	t.readRanges = append(t.readRanges, kv.Range{Begin: bytes.Clone(r.Begin), End: bytes.Clone(r.End)})
+	t.size += len(r.Begin) + len(r.End)
 }
 
 func (t *txn) ReadTransact(_ context.Context, fn func(kv.ReadTx) error) error { return fn(t) }

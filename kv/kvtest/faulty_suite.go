@@ -1,11 +1,14 @@
 package kvtest
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,7 +50,8 @@ func faultTests() []test {
 		{name: "PassesItselfToFunctions", run: testFaultyPassesItself},
 		{name: "EveryFaultHappens", run: testEveryFaultHappens},
 		{name: "Reproducible", run: testFaultsReproducible},
-		{name: "IdempotentIncrement", run: testIdempotentIncrement},
+		{name: "CommitOnce", run: testCommitOnce},
+		{name: "CommitOnceGivesUp", run: testCommitOnceGivesUp},
 	}
 }
 
@@ -265,36 +269,26 @@ func testFaultsReproducible(e *env) {
 	}
 }
 
-// testIdempotentIncrement: under commit_unknown_result faults, an increment
-// guarded by a marker per operation (FoundationDB's developer guide's
-// advice) ends exactly right, while a naive one counts every commit that
-// applied and was retried once more.
-func testIdempotentIncrement(e *env) {
+// testCommitOnce: under commit_unknown_result faults, a plain increment
+// through DB.Transact ends exactly right, because Transact's commit marker
+// tells the retry that an unknown commit applied; the same increment
+// retried by hand on raw transactions counts every such commit twice,
+// which shows the faults were real. The versionstamp Transact hands fn is
+// the one of the attempt that committed, also when that attempt's commit
+// answered commit_unknown_result.
+func testCommitOnce(e *env) {
 	db, fb := e.faulty(FaultOptions{UnknownNotAppliedRate: 0.2, UnknownAppliedRate: 0.2})
 	const workers, perWorker = 8, 25
 	const n = workers * perWorker
-	increment := func(naive bool) {
+	var stampsOK, stampsChecked atomic.Int64
+	run := func(worker func(w int) error) {
 		e.Helper()
 		var wg sync.WaitGroup
 		errs := make(chan error, workers)
 		for w := range workers {
 			wg.Go(func() {
-				for i := range perWorker {
-					err := db.Transact(e.ctx, func(tx kv.Tx) error {
-						if naive {
-							tx.Add(e.k("naive"), 1)
-							return nil
-						}
-						if done, err := once(tx, e.k(fmt.Sprintf("op/%d/%d", w, i))); done || err != nil {
-							return err
-						}
-						tx.Add(e.k("exact"), 1)
-						return nil
-					})
-					if err != nil {
-						errs <- err
-						return
-					}
+				if err := worker(w); err != nil {
+					errs <- err
 				}
 			})
 		}
@@ -304,24 +298,123 @@ func testIdempotentIncrement(e *env) {
 			e.Fatal(err)
 		}
 	}
-	increment(false)
 	before := fb.Counts()
-	increment(true)
+	statsBefore := db.Stats().UnknownApplied.Load()
+	run(func(w int) error {
+		for i := range perWorker {
+			rec := e.k(fmt.Sprintf("stamp/%d/%d", w, i))
+			var f *kv.Future[kv.Versionstamp]
+			if err := db.Transact(e.ctx, func(tx kv.Tx) error {
+				tx.Add(e.k("once"), 1)
+				tx.SetVersionstampedValue(rec, make([]byte, 14))
+				f = tx.Versionstamp()
+				return nil
+			}); err != nil {
+				return err
+			}
+			stamp, err := f.Get(e.ctx)
+			if err != nil {
+				return fmt.Errorf("versionstamp of a committed call: %w", err)
+			}
+			stampsChecked.Add(1)
+			if stored := e.getKey(rec); bytes.Equal(stored, stamp[:]) {
+				stampsOK.Add(1)
+			} else {
+				e.Errorf("call %d/%d: versionstamp %x, its committed value holds %x", w, i, stamp, stored)
+			}
+		}
+		return nil
+	})
 	applied := fb.Counts().UnknownApplied - before.UnknownApplied
+	if got := db.Stats().UnknownApplied.Load() - statsBefore; got != applied {
+		e.Errorf("Stats.UnknownApplied grew by %d, the backend applied %d commits it reported unknown", got, applied)
+	}
 
-	exact, naive := kv.DecodeInt64(e.get("exact")), kv.DecodeInt64(e.get("naive"))
-	e.Logf("exact %d, naive %d, after %d increments; %d commits applied and were reported unknown",
-		exact, naive, n, applied)
-	if exact != n {
-		e.Errorf("idempotent counter = %d, want %d", exact, n)
+	// By hand: the retry loop of a program that does not check.
+	before = fb.Counts()
+	run(func(int) error {
+		for range perWorker {
+			for {
+				tx, err := db.CreateTransaction(e.ctx)
+				if err != nil {
+					return err
+				}
+				tx.Add(e.k("naive"), 1)
+				err = tx.Commit()
+				if err == nil {
+					break
+				}
+				if !kv.IsRetryable(err) {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	naiveApplied := fb.Counts().UnknownApplied - before.UnknownApplied
+
+	once, naive := kv.DecodeInt64(e.get("once")), kv.DecodeInt64(e.get("naive"))
+	e.Logf("through Transact %d, by hand %d, after %d increments each; %d and %d commits applied and were reported unknown",
+		once, naive, n, applied, naiveApplied)
+	if once != n {
+		e.Errorf("counter incremented through Transact = %d, want %d", once, n)
 	}
-	if naive < exact {
-		e.Errorf("naive counter = %d, below the exact %d", naive, exact)
+	if naive != n+naiveApplied {
+		e.Errorf("counter incremented by hand = %d, want %d increments + %d applied commits retried", naive, n, naiveApplied)
 	}
-	if naive != n+applied {
-		e.Errorf("naive counter = %d, want %d increments + %d applied commits retried", naive, n, applied)
-	}
-	if applied == 0 || before.UnknownApplied == 0 {
+	if applied == 0 || naiveApplied == 0 {
 		e.Errorf("no commit_unknown_result after applying injected: %+v", fb.Counts())
+	}
+	if stampsChecked.Load() != n || stampsOK.Load() != n {
+		e.Errorf("%d of %d versionstamps checked, %d right", stampsChecked.Load(), n, stampsOK.Load())
+	}
+}
+
+// testCommitOnceGivesUp: a call that stops while an unknown commit's
+// outcome is still unknown says so: its error matches
+// ErrCommitUnknownResult, whatever stopped it.
+func testCommitOnceGivesUp(e *env) {
+	fb := NewFaultyBackend(e.db.Backend(), FaultOptions{Seed: seedFor(e.Name()), UnknownAppliedRate: 1})
+	db := kv.NewDB(fb, kv.Options{RetryLimit: -1})
+	err := db.Transact(e.ctx, func(tx kv.Tx) error {
+		tx.Add(e.k("n"), 1)
+		return nil
+	})
+	if !errors.Is(err, kv.ErrCommitUnknownResult) || !kv.IsMaybeCommitted(err) {
+		e.Errorf("Transact without retries after an unknown commit: %v, want commit_unknown_result", err)
+	}
+	if kv.IsRetryable(err) {
+		e.Errorf("Transact's final error %v is retryable; the loop already gave up", err)
+	}
+	if got := kv.DecodeInt64(e.get("n")); got != 1 {
+		e.Errorf("n = %d, want 1 (the commit applied)", got)
+	}
+
+	// A context that ends in the backoff after an unknown commit.
+	ctx, cancel := context.WithCancel(e.ctx)
+	db = kv.NewDB(fb, kv.Options{InitialBackoff: time.Hour, MaxBackoff: time.Hour, OnRetry: func(error) { cancel() }})
+	err = db.Transact(ctx, func(tx kv.Tx) error {
+		tx.Add(e.k("n"), 1)
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) || !errors.Is(err, kv.ErrCommitUnknownResult) {
+		e.Errorf("Transact cancelled after an unknown commit: %v, want context.Canceled and commit_unknown_result", err)
+	}
+
+	// Once the check ran, the outcome is known and the error says so.
+	fb.SetEnabled(false)
+	db = kv.NewDB(fb, kv.Options{})
+	calls := 0
+	err = db.Transact(e.ctx, func(tx kv.Tx) error {
+		calls++
+		tx.Add(e.k("n"), 1)
+		fb.SetEnabled(calls == 1)
+		return nil
+	})
+	if err != nil || calls != 1 {
+		e.Errorf("Transact after an unknown commit that applied: err %v after %d runs of fn, want nil after 1", err, calls)
+	}
+	if got := kv.DecodeInt64(e.get("n")); got != 3 {
+		e.Errorf("n = %d, want 3", got)
 	}
 }

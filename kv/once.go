@@ -1,0 +1,161 @@
+package kv
+
+import (
+	"context"
+	"encoding/binary"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// Commit markers make DB.Transact commit each call at most once.
+//
+// Every attempt of a Transact call whose function wrote something also
+// writes a marker: a key of its own under Options.MarkerPrefix (8 bytes of
+// wall-clock seconds, then 16 random bytes) whose value is the commit's
+// versionstamp. When the commit answers commit_unknown_result, the next
+// attempt first reads that marker, in its own transaction: present, the
+// earlier attempt applied and the call returns its success without
+// running the function again; absent, the earlier attempt did not apply
+// and will not (see kv's package documentation), and the function runs
+// again with a new marker. A marker is garbage once its call returned: the
+// DB clears it in a later transaction that writes anyway, and any write
+// transaction clears, now and then, every marker older than
+// Options.MarkerRetention (left by a process that died between a commit
+// and its check).
+
+// DefaultMarkerPrefix is where commit markers live unless Options says
+// otherwise: 0xfe is no type code of the tuple layer, so no tuple-encoded
+// key starts with it.
+var DefaultMarkerPrefix = []byte("\xfejobstage/kv/commit/")
+
+// DefaultMarkerRetention is how long a marker is kept when the call that
+// wrote it never cleared it. A marker is read only by the next attempt of
+// its own call, a backoff after the commit, so the retention only has to
+// exceed the difference between the clocks of the processes that share a
+// store, plus that backoff.
+const DefaultMarkerRetention = time.Hour
+
+const (
+	// markerClearsPerCommit bounds the garbage markers one transaction
+	// clears, so they never make a transaction large.
+	markerClearsPerCommit = 256
+	// markerIDSize is the random part of a marker key.
+	markerIDSize = 16
+)
+
+// stampPlaceholder is a versionstamped value: 10 bytes the commit fills
+// with its versionstamp, then the little-endian offset 0.
+var stampPlaceholder = make([]byte, 14)
+
+// markers is a DB's commit-marker bookkeeping.
+type markers struct {
+	prefix    []byte
+	retention time.Duration
+
+	mu        sync.Mutex
+	garbage   [][]byte  // markers of finished calls, to clear
+	lastSweep time.Time // when a transaction last cleared expired markers
+}
+
+// newKey returns a new marker key.
+func (m *markers) newKey(now time.Time) []byte {
+	k := make([]byte, len(m.prefix)+8+markerIDSize)
+	n := copy(k, m.prefix)
+	binary.BigEndian.PutUint64(k[n:], uint64(now.Unix()))
+	binary.BigEndian.PutUint64(k[n+8:], rand.Uint64())
+	binary.BigEndian.PutUint64(k[n+16:], rand.Uint64())
+	return k
+}
+
+// discard queues the marker of a finished call for clearing.
+func (m *markers) discard(key []byte) {
+	m.mu.Lock()
+	m.garbage = append(m.garbage, key)
+	m.mu.Unlock()
+}
+
+// piggyback adds to tx, which writes anyway, the clears of some garbage
+// markers and, when due, of every expired one. It returns the markers it
+// took, to hand back with giveBack if tx does not commit.
+func (m *markers) piggyback(tx Tx, now time.Time) (taken [][]byte, swept bool) {
+	m.mu.Lock()
+	n := min(len(m.garbage), markerClearsPerCommit)
+	if n > 0 {
+		taken = m.garbage[len(m.garbage)-n:]
+		m.garbage = m.garbage[: len(m.garbage)-n : len(m.garbage)-n]
+	}
+	if now.Sub(m.lastSweep) >= m.retention/4 {
+		m.lastSweep, swept = now, true
+	}
+	m.mu.Unlock()
+	for _, k := range taken {
+		tx.Clear(k)
+	}
+	if swept {
+		end := make([]byte, len(m.prefix)+8)
+		copy(end, m.prefix)
+		binary.BigEndian.PutUint64(end[len(m.prefix):], uint64(max(now.Add(-m.retention).Unix(), 0)))
+		tx.ClearRange(Range{Begin: m.prefix, End: end})
+	}
+	return taken, swept
+}
+
+// giveBack returns what piggyback took from a transaction that did not
+// commit, or may not have: clearing a marker twice is harmless.
+func (m *markers) giveBack(taken [][]byte, swept bool) {
+	if len(taken) == 0 && !swept {
+		return
+	}
+	m.mu.Lock()
+	m.garbage = append(m.garbage, taken...)
+	if swept {
+		m.lastSweep = time.Time{}
+	}
+	m.mu.Unlock()
+}
+
+// onceTx is the Tx that DB.Transact hands its function: the attempt's
+// transaction, with what the function wrote noted and a versionstamp
+// future that belongs to the call rather than to one attempt.
+type onceTx struct {
+	Transaction
+	wrote bool
+	stamp *Future[Versionstamp]
+}
+
+var _ Tx = (*onceTx)(nil)
+
+func (t *onceTx) Set(key, value []byte) { t.wrote = true; t.Transaction.Set(key, value) }
+func (t *onceTx) Clear(key []byte)      { t.wrote = true; t.Transaction.Clear(key) }
+func (t *onceTx) ClearRange(r Range)    { t.wrote = true; t.Transaction.ClearRange(r) }
+func (t *onceTx) Atomic(op MutationType, key, p []byte) {
+	t.wrote = true
+	t.Transaction.Atomic(op, key, p)
+}
+func (t *onceTx) Add(key []byte, delta int64) { t.wrote = true; t.Transaction.Add(key, delta) }
+func (t *onceTx) SetVersionstampedKey(key, value []byte) {
+	t.wrote = true
+	t.Transaction.SetVersionstampedKey(key, value)
+}
+func (t *onceTx) SetVersionstampedValue(key, value []byte) {
+	t.wrote = true
+	t.Transaction.SetVersionstampedValue(key, value)
+}
+
+// Versionstamp returns the call's future: it is resolved when Transact
+// returns, with the versionstamp of the attempt that committed (also when
+// that attempt's commit answered commit_unknown_result), or with the
+// call's error.
+func (t *onceTx) Versionstamp() *Future[Versionstamp] {
+	if t.stamp == nil {
+		t.stamp = NewFuture[Versionstamp]()
+	}
+	return t.stamp
+}
+
+// Transact runs fn inside this transaction, with this Tx.
+func (t *onceTx) Transact(_ context.Context, fn func(Tx) error) error { return fn(t) }
+
+// ReadTransact runs fn inside this transaction, with this Tx.
+func (t *onceTx) ReadTransact(_ context.Context, fn func(ReadTx) error) error { return fn(t) }
