@@ -52,50 +52,54 @@ func (e *Error) WithDetail(format string, args ...any) *Error {
 
 // FoundationDB error codes used by kv.
 const (
-	CodeTransactionTooOld      = 1007
-	CodeFutureVersion          = 1009
-	CodeNotCommitted           = 1020
-	CodeCommitUnknownResult    = 1021
-	CodeTransactionCancelled   = 1025
-	CodeTransactionTimedOut    = 1031
-	CodeTooManyWatches         = 1032
-	CodeAccessedUnreadable     = 1036
-	CodeProcessBehind          = 1037
-	CodeDatabaseLocked         = 1038
-	CodeClusterVersionChanged  = 1039
-	CodeClientInvalidOperation = 2000
-	CodeNoCommitVersion        = 2021
-	CodeKeyOutsideLegalRange   = 2004
-	CodeInvertedRange          = 2005
-	CodeInvalidOptionValue     = 2006
-	CodeUsedDuringCommit       = 2017
-	CodeInvalidMutationType    = 2018
-	CodeTransactionTooLarge    = 2101
-	CodeKeyTooLarge            = 2102
-	CodeValueTooLarge          = 2103
-	CodeOperationFailed        = 1000
+	CodeTransactionTooOld         = 1007
+	CodeFutureVersion             = 1009
+	CodeNotCommitted              = 1020
+	CodeCommitUnknownResult       = 1021
+	CodeTransactionCancelled      = 1025
+	CodeTransactionTimedOut       = 1031
+	CodeTooManyWatches            = 1032
+	CodeAccessedUnreadable        = 1036
+	CodeProcessBehind             = 1037
+	CodeDatabaseLocked            = 1038
+	CodeClusterVersionChanged     = 1039
+	CodeClientInvalidOperation    = 2000
+	CodeTransactionInvalidVersion = 2020
+	CodeNoCommitVersion           = 2021
+	CodeKeyOutsideLegalRange      = 2004
+	CodeInvertedRange             = 2005
+	CodeRangeLimitsInvalid        = 2012
+	CodeInvalidOptionValue        = 2006
+	CodeUsedDuringCommit          = 2017
+	CodeInvalidMutationType       = 2018
+	CodeTransactionTooLarge       = 2101
+	CodeKeyTooLarge               = 2102
+	CodeValueTooLarge             = 2103
+	CodeOperationFailed           = 1000
 )
 
 // Sentinels for errors.Is.
 var (
-	ErrTransactionTooOld      = &Error{Code: CodeTransactionTooOld}
-	ErrFutureVersion          = &Error{Code: CodeFutureVersion}
-	ErrNotCommitted           = &Error{Code: CodeNotCommitted}
-	ErrCommitUnknownResult    = &Error{Code: CodeCommitUnknownResult}
-	ErrTransactionCancelled   = &Error{Code: CodeTransactionCancelled}
-	ErrTransactionTimedOut    = &Error{Code: CodeTransactionTimedOut}
-	ErrTooManyWatches         = &Error{Code: CodeTooManyWatches}
-	ErrAccessedUnreadable     = &Error{Code: CodeAccessedUnreadable}
-	ErrClientInvalidOperation = &Error{Code: CodeClientInvalidOperation}
-	ErrNoCommitVersion        = &Error{Code: CodeNoCommitVersion}
-	ErrKeyOutsideLegalRange   = &Error{Code: CodeKeyOutsideLegalRange}
-	ErrInvertedRange          = &Error{Code: CodeInvertedRange}
-	ErrUsedDuringCommit       = &Error{Code: CodeUsedDuringCommit}
-	ErrInvalidMutationType    = &Error{Code: CodeInvalidMutationType}
-	ErrTransactionTooLarge    = &Error{Code: CodeTransactionTooLarge}
-	ErrKeyTooLarge            = &Error{Code: CodeKeyTooLarge}
-	ErrValueTooLarge          = &Error{Code: CodeValueTooLarge}
-	ErrOperationFailed        = &Error{Code: CodeOperationFailed}
+	ErrTransactionTooOld         = &Error{Code: CodeTransactionTooOld}
+	ErrFutureVersion             = &Error{Code: CodeFutureVersion}
+	ErrNotCommitted              = &Error{Code: CodeNotCommitted}
+	ErrCommitUnknownResult       = &Error{Code: CodeCommitUnknownResult}
+	ErrTransactionCancelled      = &Error{Code: CodeTransactionCancelled}
+	ErrTransactionTimedOut       = &Error{Code: CodeTransactionTimedOut}
+	ErrTooManyWatches            = &Error{Code: CodeTooManyWatches}
+	ErrAccessedUnreadable        = &Error{Code: CodeAccessedUnreadable}
+	ErrClientInvalidOperation    = &Error{Code: CodeClientInvalidOperation}
+	ErrNoCommitVersion           = &Error{Code: CodeNoCommitVersion}
+	ErrTransactionInvalidVersion = &Error{Code: CodeTransactionInvalidVersion}
+	ErrKeyOutsideLegalRange      = &Error{Code: CodeKeyOutsideLegalRange}
+	ErrInvertedRange             = &Error{Code: CodeInvertedRange}
+	ErrRangeLimitsInvalid        = &Error{Code: CodeRangeLimitsInvalid}
+	ErrUsedDuringCommit          = &Error{Code: CodeUsedDuringCommit}
+	ErrInvalidMutationType       = &Error{Code: CodeInvalidMutationType}
+	ErrTransactionTooLarge       = &Error{Code: CodeTransactionTooLarge}
+	ErrKeyTooLarge               = &Error{Code: CodeKeyTooLarge}
+	ErrValueTooLarge             = &Error{Code: CodeValueTooLarge}
+	ErrOperationFailed           = &Error{Code: CodeOperationFailed}
 )
 
 // Errors of kv's own that have no FoundationDB code.
@@ -110,27 +114,29 @@ var (
 )
 
 var codeNames = map[int]string{
-	CodeOperationFailed:        "operation_failed",
-	CodeTransactionTooOld:      "transaction_too_old",
-	CodeFutureVersion:          "future_version",
-	CodeNotCommitted:           "not_committed",
-	CodeCommitUnknownResult:    "commit_unknown_result",
-	CodeTransactionCancelled:   "transaction_cancelled",
-	CodeTransactionTimedOut:    "transaction_timed_out",
-	CodeTooManyWatches:         "too_many_watches",
-	CodeAccessedUnreadable:     "accessed_unreadable",
-	CodeProcessBehind:          "process_behind",
-	CodeDatabaseLocked:         "database_locked",
-	CodeClientInvalidOperation: "client_invalid_operation",
-	CodeNoCommitVersion:        "no_commit_version",
-	CodeKeyOutsideLegalRange:   "key_outside_legal_range",
-	CodeInvertedRange:          "inverted_range",
-	CodeInvalidOptionValue:     "invalid_option_value",
-	CodeUsedDuringCommit:       "used_during_commit",
-	CodeInvalidMutationType:    "invalid_mutation_type",
-	CodeTransactionTooLarge:    "transaction_too_large",
-	CodeKeyTooLarge:            "key_too_large",
-	CodeValueTooLarge:          "value_too_large",
+	CodeOperationFailed:           "operation_failed",
+	CodeTransactionTooOld:         "transaction_too_old",
+	CodeFutureVersion:             "future_version",
+	CodeNotCommitted:              "not_committed",
+	CodeCommitUnknownResult:       "commit_unknown_result",
+	CodeTransactionCancelled:      "transaction_cancelled",
+	CodeTransactionTimedOut:       "transaction_timed_out",
+	CodeTooManyWatches:            "too_many_watches",
+	CodeAccessedUnreadable:        "accessed_unreadable",
+	CodeProcessBehind:             "process_behind",
+	CodeDatabaseLocked:            "database_locked",
+	CodeClientInvalidOperation:    "client_invalid_operation",
+	CodeNoCommitVersion:           "no_commit_version",
+	CodeTransactionInvalidVersion: "transaction_invalid_version",
+	CodeKeyOutsideLegalRange:      "key_outside_legal_range",
+	CodeInvertedRange:             "inverted_range",
+	CodeRangeLimitsInvalid:        "range_limits_invalid",
+	CodeInvalidOptionValue:        "invalid_option_value",
+	CodeUsedDuringCommit:          "used_during_commit",
+	CodeInvalidMutationType:       "invalid_mutation_type",
+	CodeTransactionTooLarge:       "transaction_too_large",
+	CodeKeyTooLarge:               "key_too_large",
+	CodeValueTooLarge:             "value_too_large",
 	// Codes a FoundationDB cluster may return that kv passes through.
 	1039: "cluster_version_changed",
 	1042: "commit_proxy_memory_limit_exceeded",
@@ -138,22 +144,35 @@ var codeNames = map[int]string{
 	1078: "grv_proxy_memory_limit_exceeded",
 	1213: "tag_throttled",
 	1223: "proxy_tag_throttled",
+	1235: "transaction_throttled_hot_shard",
+	1242: "transaction_rejected_range_locked",
 }
 
-// retryableCodes mirrors fdb_error_predicate(FDB_ERROR_PREDICATE_RETRYABLE).
+// retryableCodes is fdb_error_predicate(FDB_ERROR_PREDICATE_RETRYABLE) of
+// FoundationDB 7.3 (bindings/c/fdb_c.cpp: MAYBE_COMMITTED or
+// RETRYABLE_NOT_COMMITTED) with the two codes 7.4 adds, so a 7.4 cluster's
+// throttling is retried too. 1223 is still defined and retried by 7.3 and
+// 7.4 (only later releases dropped it); in 7.3, 1235 is a server-internal
+// code that never reaches a client. The retry loop uses the predicate, not
+// the client's on_error, which in 7.3 also retries 1079
+// (blob_granule_request_failed, blob granules only).
 var retryableCodes = map[int]bool{
-	CodeTransactionTooOld:   true,
-	CodeFutureVersion:       true,
-	CodeNotCommitted:        true,
-	CodeCommitUnknownResult: true,
-	CodeProcessBehind:       true,
-	CodeDatabaseLocked:      true,
-	1039:                    true, // cluster_version_changed
-	1042:                    true, // commit_proxy_memory_limit_exceeded
-	1051:                    true, // batch_transaction_throttled
-	1078:                    true, // grv_proxy_memory_limit_exceeded
-	1213:                    true, // tag_throttled
-	1223:                    true, // proxy_tag_throttled
+	// MAYBE_COMMITTED
+	CodeCommitUnknownResult:   true,
+	CodeClusterVersionChanged: true,
+	// RETRYABLE_NOT_COMMITTED
+	CodeNotCommitted:      true,
+	CodeTransactionTooOld: true,
+	CodeFutureVersion:     true,
+	CodeDatabaseLocked:    true,
+	1078:                  true, // grv_proxy_memory_limit_exceeded
+	1042:                  true, // commit_proxy_memory_limit_exceeded
+	1051:                  true, // batch_transaction_throttled
+	CodeProcessBehind:     true,
+	1213:                  true, // tag_throttled
+	1223:                  true, // proxy_tag_throttled (7.3, 7.4)
+	1235:                  true, // transaction_throttled_hot_shard (7.4)
+	1242:                  true, // transaction_rejected_range_locked (7.4)
 }
 
 // IsRetryable reports whether err (or an error it wraps) is a retryable

@@ -98,3 +98,31 @@ func TestChanWatchCancel(t *testing.T) {
 		t.Fatalf("Wait: %v", err)
 	}
 }
+
+// TestRetryablePredicate: IsRetryable and IsMaybeCommitted are
+// fdb_error_predicate's RETRYABLE and MAYBE_COMMITTED of FoundationDB 7.3
+// (bindings/c/fdb_c.cpp), with the two codes 7.4 adds: every FoundationDB
+// code from 1000 to 2999 is checked against the lists, so one added or
+// dropped by mistake fails.
+func TestRetryablePredicate(t *testing.T) {
+	maybeCommitted := map[int]bool{1021: true, 1039: true}
+	retryableNotCommitted := map[int]bool{
+		1020: true, 1007: true, 1009: true, 1038: true, 1078: true, 1042: true,
+		1051: true, 1037: true, 1213: true, 1223: true, // 7.3
+		1235: true, 1242: true, // 7.4
+	}
+	for code := 1000; code < 3000; code++ {
+		err := fmt.Errorf("wrapped: %w", &kv.Error{Code: code})
+		if got, want := kv.IsRetryable(err), maybeCommitted[code] || retryableNotCommitted[code]; got != want {
+			t.Errorf("IsRetryable(%d) = %t, want %t", code, got, want)
+		}
+		if got, want := kv.IsMaybeCommitted(err), maybeCommitted[code]; got != want {
+			t.Errorf("IsMaybeCommitted(%d) = %t, want %t", code, got, want)
+		}
+	}
+	unknown := &kv.UnknownResultError{Err: &kv.RetryLimitError{Attempts: 2, Err: kv.ErrTransactionTooOld}, Unknown: kv.ErrCommitUnknownResult}
+	if !kv.IsMaybeCommitted(unknown) || kv.IsRetryable(unknown) || !errors.Is(unknown, kv.ErrRetryLimit) {
+		t.Errorf("a call that gave up with an unknown commit: maybe-committed %t, retryable %t, retry limit %t; want true, false, true",
+			kv.IsMaybeCommitted(unknown), kv.IsRetryable(unknown), errors.Is(unknown, kv.ErrRetryLimit))
+	}
+}

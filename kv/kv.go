@@ -15,7 +15,9 @@ const (
 // writes. Reads through a Tx add read conflict ranges; reads through
 // Tx.Snapshot() do not.
 type ReadTx interface {
-	// Get returns the value of key, or nil if the key is absent.
+	// Get returns the value of key, or nil if the key is absent. A key
+	// longer than MaxKeySize is absent (no such key can exist), and its
+	// read adds no conflict.
 	Get(key []byte) ([]byte, error)
 	// GetRange returns the key-values in r in key order (descending with
 	// opts.Reverse), at most opts.Limit of them when Limit > 0.
@@ -33,6 +35,9 @@ type ReadTx interface {
 // RangeOptions limits and orders a range read.
 type RangeOptions struct {
 	// Limit is the maximum number of key-values returned; 0 means no limit.
+	// A negative limit fails the read with range_limits_invalid (2012) on
+	// every backend: FoundationDB's client takes -1 for "no limit" only in
+	// some streaming modes and fails the rest, so kv refuses them all.
 	Limit int
 	// Reverse returns key-values in descending key order. With a Limit, the
 	// last Limit keys of the range are returned.

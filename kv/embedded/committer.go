@@ -1,7 +1,9 @@
 package embedded
 
 import (
+	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -249,6 +251,9 @@ func (s *Store) syncLoop() {
 			s.failBatch(sb.reqs, sb.results, kv.ErrCommitUnknownResult.WithDetail("sync of the data directory failed: %v", err))
 			continue
 		}
+		// Publishing a version and firing the watches it changes are one
+		// step for registerWatches, which registers in between.
+		s.notifyMu.Lock()
 		s.mu.Lock()
 		s.mu.version = sb.version
 		s.mu.current = &snapRef{version: sb.version, snap: sb.snap}
@@ -256,6 +261,7 @@ func (s *Store) syncLoop() {
 		s.collectSnapshotsLocked()
 		s.mu.Unlock()
 		s.fireWatches(sb)
+		s.notifyMu.Unlock()
 		sb.ov.release()
 		s.answer(sb.reqs, sb.results)
 	}
@@ -313,6 +319,45 @@ func (s *Store) fireWatches(sb *syncBatch) {
 		for j, e := range req.watches {
 			v := sb.watchVals[i][j]
 			s.watches.register(e, v.value, v.exists)
+		}
+	}
+}
+
+// registerWatches registers the watches of a read-only transaction that
+// committed, which the committer never sees: each starts from the value
+// its transaction read, compared with the latest published value, and
+// fires at once if they differ. Holding notifyMu keeps that comparison and
+// the registration on one side of every publication: a batch published
+// before it is in the value compared, one published after it notifies the
+// registered watch.
+func (s *Store) registerWatches(entries []*watchEntry) {
+	s.notifyMu.Lock()
+	defer s.notifyMu.Unlock()
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed {
+		for _, e := range entries {
+			if e.w.Fire(errClosed) {
+				s.watches.unreserve()
+			}
+		}
+		return
+	}
+	s.mu.Lock()
+	snap := s.mu.current.snap
+	s.mu.Unlock()
+	for _, e := range entries {
+		v, closer, err := snap.Get(pebbleKey([]byte(e.key)))
+		switch {
+		case errors.Is(err, pebble.ErrNotFound):
+			s.watches.register(e, nil, false)
+		case err != nil:
+			if e.w.Fire(kv.ErrOperationFailed.WithDetail("read for watch: %v", err)) {
+				s.watches.unreserve()
+			}
+		default:
+			s.watches.register(e, bytes.Clone(v), true)
+			closer.Close()
 		}
 	}
 }

@@ -88,6 +88,10 @@ type Store struct {
 
 	// closeMu is held for reading by every read of Pebble and for writing
 	// by Close, so Close never pulls the database from under a read.
+	// notifyMu makes publishing a version and firing its watches one step
+	// for registerWatches.
+	notifyMu sync.Mutex
+
 	closeMu   sync.RWMutex
 	closed    bool // REQUIRES: closeMu or mu held to read; both to write
 	closeOnce sync.Once

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -75,7 +76,9 @@ func (s *Store) Begin(ctx context.Context) (kv.Transaction, error) {
 		rv:    ref.version,
 		buf:   newWriteBuffer(),
 	}
+	t.mu.Lock()
 	t.expiry = time.AfterFunc(s.opts.TransactionLifetime, t.expire)
+	t.mu.Unlock()
 	return t, nil
 }
 
@@ -165,6 +168,11 @@ func (t *txn) finish(state txState, err error) {
 	}
 	t.watches = nil
 	if t.stampF != nil {
+		if state == txFailed {
+			// FoundationDB: transaction_invalid_version for any commit
+			// error.
+			err = kv.ErrTransactionInvalidVersion.WithDetail("commit failed: %v", err)
+		}
 		t.stampF.Resolve(kv.Versionstamp{}, err)
 	}
 }
@@ -186,11 +194,31 @@ func checkValue(value []byte) error {
 	return nil
 }
 
-// checkRange validates a range; a range may end at 0xff exactly.
-func checkRange(r kv.Range) error {
-	if len(r.Begin) > kv.MaxKeySize || len(r.End) > kv.MaxKeySize+1 {
-		return kv.ErrKeyTooLarge.WithDetail("range bound over %d bytes", kv.MaxKeySize)
+// checkSystemKey fails a key in the system keyspace.
+func checkSystemKey(key []byte) error {
+	if len(key) > 0 && key[0] == 0xff {
+		return kv.ErrKeyOutsideLegalRange.WithDetail("key %q is in the system keyspace (0xff)", truncate(key))
 	}
+	return nil
+}
+
+// clampRange cuts range bounds longer than any key can be to
+// MaxKeySize+1 bytes. No key lies between the cut bound and the original,
+// so the range holds the same keys; FoundationDB cuts the bounds of
+// clears and conflict ranges the same way, and its range reads take such
+// bounds as they are.
+func clampRange(r kv.Range) kv.Range {
+	if len(r.Begin) > kv.MaxKeySize+1 {
+		r.Begin = r.Begin[:kv.MaxKeySize+1]
+	}
+	if len(r.End) > kv.MaxKeySize+1 {
+		r.End = r.End[:kv.MaxKeySize+1]
+	}
+	return r
+}
+
+// checkRange validates a clamped range; a range may end at 0xff exactly.
+func checkRange(r kv.Range) error {
 	if bytes.Compare(r.Begin, r.End) > 0 {
 		return kv.ErrInvertedRange.WithDetail("begin %q is after end %q", truncate(r.Begin), truncate(r.End))
 	}
@@ -208,6 +236,12 @@ func pebbleKey(key []byte) []byte {
 		return nil
 	}
 	return key
+}
+
+// errNegativeLimit fails a range read with a negative limit, on every
+// backend (see kv.RangeOptions).
+func errNegativeLimit(limit int) error {
+	return kv.ErrRangeLimitsInvalid.WithDetail("range read limit %d is negative", limit)
 }
 
 func truncate(b []byte) []byte {
@@ -239,8 +273,13 @@ func (t *txn) get(key []byte, snapshot bool) ([]byte, error) {
 	if err := t.usable(); err != nil {
 		return nil, err
 	}
-	if err := checkKey(key); err != nil {
+	if err := checkSystemKey(key); err != nil {
 		return nil, err
+	}
+	if len(key) > kv.MaxKeySize {
+		// No key that long exists (FoundationDB answers the same, and
+		// reads nothing).
+		return nil, nil
 	}
 	e := t.buf.get(key)
 	if e != nil && e.kind != opAtomic {
@@ -299,6 +338,10 @@ func (t *txn) getRange(r kv.Range, opts kv.RangeOptions, snapshot bool) ([]kv.Ke
 	if err := t.usable(); err != nil {
 		return nil, err
 	}
+	if opts.Limit < 0 {
+		return nil, errNegativeLimit(opts.Limit)
+	}
+	r = clampRange(r)
 	if err := checkRange(r); err != nil {
 		return nil, err
 	}
@@ -533,9 +576,9 @@ type rangeIter struct {
 }
 
 func newRangeIter(t *txn, r kv.Range, opts kv.RangeOptions, snapshot bool) *rangeIter {
-	it := &rangeIter{t: t, r: r, reverse: opts.Reverse, snapshot: snapshot, remaining: opts.Limit, limited: opts.Limit > 0, pageSize: 256}
+	it := &rangeIter{t: t, r: clampRange(r), reverse: opts.Reverse, snapshot: snapshot, remaining: opts.Limit, limited: opts.Limit > 0, pageSize: 256}
 	if opts.Limit < 0 {
-		it.done = true
+		it.err = errNegativeLimit(opts.Limit)
 	}
 	return it
 }
@@ -564,7 +607,7 @@ func (it *rangeIter) fetch() {
 	t.mu.Lock()
 	err := t.usable()
 	if err == nil {
-		err = checkRange(it.r)
+		err = checkRange(it.r) // clamped by newRangeIter
 	}
 	var page []kv.KeyValue
 	var hit bool
@@ -621,6 +664,9 @@ func (t *txn) Set(key, value []byte) {
 	}
 	t.buf.put(&bufEntry{key: string(key), kind: opSet, value: bytes.Clone(value)})
 	t.size += len(key) + len(value)
+	t.triggerLocked(func(e *watchEntry) bool {
+		return e.key == string(key) && (e.pending || changed(e.seen, e.exists, value, true))
+	})
 }
 
 // addInPlace adds param to sum, little-endian, modulo their common width
@@ -648,12 +694,16 @@ func (t *txn) Clear(key []byte) {
 	if !t.writable() {
 		return
 	}
-	if err := checkKey(key); err != nil {
+	if err := checkSystemKey(key); err != nil {
 		t.fail(err)
 		return
 	}
+	if len(key) > kv.MaxKeySize {
+		return // no such key exists; FoundationDB ignores the clear too
+	}
 	t.buf.put(&bufEntry{key: string(key), kind: opClear})
 	t.size += len(key)
+	t.triggerLocked(func(e *watchEntry) bool { return e.key == string(key) && (e.pending || e.exists) })
 }
 
 func (t *txn) ClearRange(r kv.Range) {
@@ -662,6 +712,7 @@ func (t *txn) ClearRange(r kv.Range) {
 	if !t.writable() {
 		return
 	}
+	r = clampRange(r)
 	if err := checkRange(r); err != nil {
 		t.fail(err)
 		return
@@ -671,6 +722,7 @@ func (t *txn) ClearRange(r kv.Range) {
 	}
 	t.buf.clearRange(kv.Range{Begin: bytes.Clone(r.Begin), End: bytes.Clone(r.End)})
 	t.size += len(r.Begin) + len(r.End)
+	t.triggerLocked(func(e *watchEntry) bool { return r.Contains([]byte(e.key)) && (e.pending || e.exists) })
 }
 
 func (t *txn) Add(key []byte, delta int64) {
@@ -694,6 +746,9 @@ func (t *txn) Atomic(op kv.MutationType, key, param []byte) {
 		return
 	}
 	t.size += len(key) + len(param)
+	// An atomic operation fires the transaction's watches on the key,
+	// whatever the result (FoundationDB's RYW does the same).
+	defer t.triggerLocked(func(e *watchEntry) bool { return e.key == string(key) && t.err == nil })
 	e := t.buf.get(key)
 	switch {
 	case e == nil && !t.buf.isCleared(key):
@@ -758,6 +813,11 @@ func (t *txn) SetVersionstampedKey(key, value []byte) {
 	}
 	t.buf.vsKeys = append(t.buf.vsKeys, kv.KeyValue{Key: bytes.Clone(key), Value: bytes.Clone(value)})
 	t.size += len(key) + len(value)
+	// Any key the versionstamp can make.
+	before, after := key[:off], key[off+10:len(key)-4]
+	t.triggerLocked(func(e *watchEntry) bool {
+		return len(e.key) == len(key)-4 && strings.HasPrefix(e.key, string(before)) && strings.HasSuffix(e.key, string(after))
+	})
 }
 
 func (t *txn) SetVersionstampedValue(key, value []byte) {
@@ -776,6 +836,32 @@ func (t *txn) SetVersionstampedValue(key, value []byte) {
 	}
 	t.buf.put(&bufEntry{key: string(key), kind: opVSValue, value: bytes.Clone(value)})
 	t.size += len(key) + len(value)
+	t.triggerLocked(func(e *watchEntry) bool { return e.key == string(key) })
+}
+
+// triggerLocked fires, at once, the transaction's pending watches that a
+// write it just made changes (fired reports which): FoundationDB's
+// ReadYourWrites fires a watch on its own transaction's write at the write
+// (triggerWatches), not at commit, and such a watch stays fired whatever
+// becomes of the transaction.
+//
+// REQUIRES: t.mu is held.
+func (t *txn) triggerLocked(fired func(e *watchEntry) bool) {
+	if len(t.watches) == 0 {
+		return
+	}
+	kept := t.watches[:0]
+	for _, e := range t.watches {
+		if fired(e) {
+			if e.w.Fire(nil) {
+				t.s.watches.unreserve()
+			}
+			continue
+		}
+		kept = append(kept, e)
+	}
+	clear(t.watches[len(kept):])
+	t.watches = kept
 }
 
 // stampInto returns b without its offset suffix and with the versionstamp
@@ -795,9 +881,12 @@ func (t *txn) AddReadConflictKey(key []byte) {
 	if !t.writable() {
 		return
 	}
-	if err := checkKey(key); err != nil {
+	if err := checkSystemKey(key); err != nil {
 		t.fail(err)
 		return
+	}
+	if len(key) > kv.MaxKeySize {
+		return // the key's range, cut as clampRange cuts, is empty
 	}
 	t.addReadKey(key)
 }
@@ -816,6 +905,7 @@ func (t *txn) AddReadConflictRange(r kv.Range) {
 	if !t.writable() {
 		return
 	}
+	r = clampRange(r)
 	if err := checkRange(r); err != nil {
 		t.fail(err)
 		return
@@ -832,9 +922,12 @@ func (t *txn) AddWriteConflictKey(key []byte) {
 	if !t.writable() {
 		return
 	}
-	if err := checkKey(key); err != nil {
+	if err := checkSystemKey(key); err != nil {
 		t.fail(err)
 		return
+	}
+	if len(key) > kv.MaxKeySize {
+		return // the key's range, cut as clampRange cuts, is empty
 	}
 	if t.writeKeys == nil {
 		t.writeKeys = make(map[string]struct{})
@@ -849,6 +942,7 @@ func (t *txn) AddWriteConflictRange(r kv.Range) {
 	if !t.writable() {
 		return
 	}
+	r = clampRange(r)
 	if err := checkRange(r); err != nil {
 		t.fail(err)
 		return
@@ -874,7 +968,13 @@ func (t *txn) Watch(key []byte) kv.Watch {
 		// earlier write, else the value at the read version. A write the
 		// transaction makes after this point is a change the watch reports
 		// once the transaction commits (FoundationDB's rule).
-		e.seen, e.exists, e.pending, err = t.viewLocked(key)
+		var fromDB bool
+		e.seen, e.exists, e.pending, fromDB, err = t.viewLocked(key)
+		if err == nil && fromDB {
+			// A watch reads its key as Get does, with a read conflict
+			// where the value came from the database.
+			t.addReadKey(key)
+		}
 	}
 	if err == nil {
 		err = t.s.watches.reserve()
@@ -891,40 +991,52 @@ func (t *txn) Watch(key []byte) kv.Watch {
 
 // viewLocked returns the value of key as the transaction sees it, without
 // a read conflict; unknown is true when that value is a versionstamped one
-// that only the commit will know.
+// that only the commit will know, fromDB when it depends on the database
+// (no write of the transaction decides it).
 //
 // REQUIRES: t.mu is held.
-func (t *txn) viewLocked(key []byte) (value []byte, exists, unknown bool, err error) {
+func (t *txn) viewLocked(key []byte) (value []byte, exists, unknown, fromDB bool, err error) {
 	e := t.buf.get(key)
 	if e != nil && e.kind == opVSValue {
-		return nil, false, true, nil
+		return nil, false, true, false, nil
 	}
 	if e != nil && e.kind != opAtomic {
 		v, ok := e.resolve(nil, false)
-		return v, ok, false, nil
+		return v, ok, false, false, nil
 	}
 	if e == nil && t.buf.isCleared(key) {
-		return nil, false, false, nil
+		return nil, false, false, false, nil
 	}
 	base, ok, err := t.readSnapshot(key)
 	if err != nil || e == nil {
-		return base, ok, false, err
+		return base, ok, false, true, err
 	}
 	v, ok := e.resolve(base, ok)
-	return v, ok, false, nil
+	return v, ok, false, true, nil
+}
+
+func failedStamp(err error) *kv.Future[kv.Versionstamp] {
+	f := kv.NewFuture[kv.Versionstamp]()
+	f.Resolve(kv.Versionstamp{}, err)
+	return f
 }
 
 func (t *txn) Versionstamp() *kv.Future[kv.Versionstamp] {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	// As in FoundationDB, the future must be taken before the commit
+	// starts; taken later it fails with used_during_commit, also after a
+	// successful commit.
+	switch t.state {
+	case txCommitting, txCommitted, txFailed:
+		return failedStamp(kv.ErrUsedDuringCommit.WithDetail("versionstamp asked for after the commit started"))
+	case txCancelled:
+		return failedStamp(kv.ErrTransactionCancelled)
+	case txExpired:
+		return failedStamp(t.usable())
+	}
 	if t.stampF == nil {
 		t.stampF = kv.NewFuture[kv.Versionstamp]()
-		switch t.state {
-		case txCommitted:
-			t.stampF.Resolve(t.stamp, nil)
-		case txFailed, txCancelled:
-			t.stampF.Resolve(kv.Versionstamp{}, kv.ErrTransactionCancelled.WithDetail("transaction did not commit"))
-		}
 	}
 	return t.stampF
 }
@@ -954,15 +1066,21 @@ func (t *txn) Commit() error {
 		t.mu.Unlock()
 		return err
 	}
-	readOnly := t.buf.empty() && len(t.writeKeys) == 0 && len(t.writeRngs) == 0
-	if readOnly && len(t.watches) == 0 {
-		// Nothing to resolve or write: the commit succeeds at once and has
-		// no versionstamp, as in FoundationDB.
+	if t.buf.empty() && len(t.writeKeys) == 0 && len(t.writeRngs) == 0 {
+		// Nothing to resolve or write: the commit succeeds at once, cannot
+		// conflict and has no versionstamp, and its watches start from
+		// the values the transaction read at its read version, as in
+		// FoundationDB.
+		watches := t.watches
+		t.watches = nil
 		t.finish(txCommitted, nil)
 		if t.stampF != nil {
 			t.stampF.Resolve(kv.Versionstamp{}, kv.ErrNoCommitVersion)
 		}
 		t.mu.Unlock()
+		if len(watches) > 0 {
+			t.s.registerWatches(watches)
+		}
 		return nil
 	}
 	req := &commitReq{

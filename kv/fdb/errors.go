@@ -10,11 +10,6 @@ import (
 	"github.com/jobstage/jobstage/kv"
 )
 
-// FoundationDB error codes that kv has no constant for.
-const (
-	codeTransactionInvalidVersion = 2020 // transaction_invalid_version
-)
-
 // toKV turns an fdb.Error into a *kv.Error with the same code, so that
 // errors.Is(err, kv.ErrNotCommitted) and kv.IsRetryable work on it. Other
 // errors pass through.

@@ -133,7 +133,7 @@ func (t *txn) Commit() error {
 
 	if vs != nil {
 		if err != nil {
-			vs.Resolve(kv.Versionstamp{}, err)
+			vs.Resolve(kv.Versionstamp{}, kv.ErrTransactionInvalidVersion.WithDetail("commit failed: %v", err))
 		} else {
 			// Ready by now: FoundationDB sets it before the commit
 			// completes (no_commit_version for a read-only transaction).
@@ -152,8 +152,8 @@ func (t *txn) Cancel() { t.abort(nil) }
 
 // Versionstamp implements kv.Tx. FoundationDB hands out the versionstamp
 // future only before the commit, so it is requested on the first call; a
-// first call after Commit gets transaction_invalid_version, as in
-// FoundationDB.
+// first call after Commit started gets used_during_commit, as
+// ReadYourWritesTransaction::getVersionstamp answers.
 func (t *txn) Versionstamp() *kv.Future[kv.Versionstamp] {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -163,10 +163,7 @@ func (t *txn) Versionstamp() *kv.Future[kv.Versionstamp] {
 	t.vs = kv.NewFuture[kv.Versionstamp]()
 	switch {
 	case t.committing:
-		t.vs.Resolve(kv.Versionstamp{}, &kv.Error{
-			Code:   codeTransactionInvalidVersion,
-			Detail: "Versionstamp must be called before Commit",
-		})
+		t.vs.Resolve(kv.Versionstamp{}, kv.ErrUsedDuringCommit.WithDetail("versionstamp asked for after the commit started"))
 	case t.cancelled:
 		t.vs.Resolve(kv.Versionstamp{}, t.cancelledErrLocked())
 	default:
@@ -319,6 +316,9 @@ func (r reader) GetRange(rg kv.Range, opts kv.RangeOptions) ([]kv.KeyValue, erro
 	if err := r.t.failed(); err != nil {
 		return nil, err
 	}
+	if opts.Limit < 0 {
+		return nil, errNegativeLimit(opts.Limit)
+	}
 	kvs, err := r.rt.GetRange(keyRange(rg), rangeOptions(opts, fdb.StreamingModeWantAll)).GetSliceWithError()
 	if err != nil {
 		return nil, r.t.mapErr(err)
@@ -333,6 +333,9 @@ func (r reader) GetRange(rg kv.Range, opts kv.RangeOptions) ([]kv.KeyValue, erro
 func (r reader) Iterate(rg kv.Range, opts kv.RangeOptions) kv.RangeIterator {
 	if err := r.t.failed(); err != nil {
 		return &iterator{err: err}
+	}
+	if opts.Limit < 0 {
+		return &iterator{err: errNegativeLimit(opts.Limit)}
 	}
 	rr := r.rt.GetRange(keyRange(rg), rangeOptions(opts, fdb.StreamingModeIterator))
 	return &iterator{t: r.t, ri: rr.Iterator()}
@@ -381,6 +384,13 @@ func keyRange(r kv.Range) fdb.KeyRange {
 	return fdb.KeyRange{Begin: fdb.Key(r.Begin), End: fdb.Key(r.End)}
 }
 
+// errNegativeLimit fails a range read with a negative limit, as every
+// backend does (see kv.RangeOptions): the client would take -1 as no limit
+// in some streaming modes and fail with range_limits_invalid otherwise.
+func errNegativeLimit(limit int) error {
+	return kv.ErrRangeLimitsInvalid.WithDetail("range read limit %d is negative", limit)
+}
+
 func rangeOptions(o kv.RangeOptions, mode fdb.StreamingMode) fdb.RangeOptions {
-	return fdb.RangeOptions{Limit: max(o.Limit, 0), Mode: mode, Reverse: o.Reverse}
+	return fdb.RangeOptions{Limit: o.Limit, Mode: mode, Reverse: o.Reverse}
 }

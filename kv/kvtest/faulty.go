@@ -214,6 +214,8 @@ type faultyTx struct {
 		tooOld error
 		// ended: Commit or Cancel was called; injection is over.
 		ended bool
+		// committing: Commit was called.
+		committing bool
 		// failure is the injected error the commit failed with.
 		failure error
 		watches []*faultyWatch
@@ -390,10 +392,16 @@ func (t *faultyTx) Watch(key []byte) kv.Watch {
 func (t *faultyTx) Versionstamp() *kv.Future[kv.Versionstamp] {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.mu.committing {
+		// Asked for after the commit started, as every backend answers.
+		f := kv.NewFuture[kv.Versionstamp]()
+		f.Resolve(kv.Versionstamp{}, kv.ErrUsedDuringCommit.WithDetail("versionstamp asked for after the commit started"))
+		return f
+	}
 	if t.mu.stamp == nil {
 		t.mu.stamp = kv.NewFuture[kv.Versionstamp]()
 		if t.mu.failure != nil {
-			t.mu.stamp.Resolve(kv.Versionstamp{}, t.mu.failure)
+			t.mu.stamp.Resolve(kv.Versionstamp{}, invalidVersion(t.mu.failure))
 		} else {
 			forward(t.inner.Versionstamp(), t.mu.stamp)
 		}
@@ -426,6 +434,7 @@ func (t *faultyTx) Commit() error {
 	t.b.counts.commits.Add(1)
 	t.mu.Lock()
 	ended, tooOld := t.mu.ended, t.mu.tooOld
+	t.mu.committing = true
 	t.mu.Unlock()
 	if ended {
 		// Committed or cancelled before: the inner transaction answers
@@ -486,8 +495,14 @@ func (t *faultyTx) end(failure error) {
 		w.out.Fire(failure)
 	}
 	if t.mu.stamp != nil {
-		t.mu.stamp.Resolve(kv.Versionstamp{}, failure)
+		t.mu.stamp.Resolve(kv.Versionstamp{}, invalidVersion(failure))
 	}
+}
+
+// invalidVersion is the versionstamp's error after a failed commit:
+// FoundationDB's transaction_invalid_version, whatever the commit's error.
+func invalidVersion(commitErr error) error {
+	return kv.ErrTransactionInvalidVersion.WithDetail("commit failed: %v", commitErr)
 }
 
 // sleep waits for d or until ctx ends.

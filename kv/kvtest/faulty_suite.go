@@ -110,8 +110,11 @@ func testInjectedCommitFaults(e *env) {
 		e.await(w.Ready(), c.name+": watch")
 		e.wantErr(w.Wait(e.ctx), c.want, c.name+": watch")
 		e.await(stamp.Ready(), c.name+": versionstamp")
+		// FoundationDB fails the versionstamp of any failed commit with
+		// transaction_invalid_version; the detail names the injected error.
 		_, serr := stamp.Get(e.ctx)
-		e.wantErr(serr, c.want, c.name+": versionstamp")
+		e.wantErr(serr, kv.ErrTransactionInvalidVersion, c.name+": versionstamp")
+		e.wantInjected(serr, kv.ErrTransactionInvalidVersion, c.name+": versionstamp")
 		if n := c.count(fb.Counts()); n != 1 {
 			e.Errorf("%s: counted %d, want 1", c.name, n)
 		}

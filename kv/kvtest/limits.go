@@ -154,3 +154,95 @@ func testTransactionTooOldRetried(e *env) {
 
 // errReadSucceeded: a read that should have failed did not.
 var errReadSucceeded = errors.New("kvtest: the read succeeded")
+
+// testNegativeLimit: a range read with a negative limit fails with
+// range_limits_invalid, through GetRange and Iterate alike, forward and
+// reverse, on every backend (FoundationDB's own client takes -1 as "no
+// limit" in some streaming modes only).
+func testNegativeLimit(e *env) {
+	e.put("a", "1", "b", "2")
+	for _, limit := range []int{-1, -2, -1 << 40} {
+		for _, reverse := range []bool{false, true} {
+			opts := kv.RangeOptions{Limit: limit, Reverse: reverse}
+			e.rollback(func(tx kv.Tx) error {
+				for _, r := range []kv.ReadTx{tx, tx.Snapshot()} {
+					kvs, err := r.GetRange(e.all(), opts)
+					if !errors.Is(err, kv.ErrRangeLimitsInvalid) {
+						return fmt.Errorf("kvtest: GetRange with limit %d (reverse %t) = %d key-values, %v; want range_limits_invalid", limit, reverse, len(kvs), err)
+					}
+					it := r.Iterate(e.all(), opts)
+					n := 0
+					for it.Next() {
+						n++
+					}
+					if err := it.Err(); n != 0 || !errors.Is(err, kv.ErrRangeLimitsInvalid) {
+						return fmt.Errorf("kvtest: Iterate with limit %d (reverse %t) = %d key-values, %v; want range_limits_invalid", limit, reverse, n, err)
+					}
+				}
+				return nil
+			})
+		}
+	}
+}
+
+// testOversizedKeyReads: no key longer than MaxKeySize can exist, so, as
+// in FoundationDB, reading one answers "absent", clearing one does nothing,
+// and range reads, clears and conflict ranges with longer bounds cover the
+// same keys as bounds cut to MaxKeySize+1 bytes. Writing one still fails
+// with key_too_large (testKeyTooLarge), and so does watching one.
+func testOversizedKeyReads(e *env) {
+	atLimit := e.keyOfSize("m/", kv.MaxKeySize)
+	e.transact(func(tx kv.Tx) error { tx.Set(atLimit, []byte("v")); tx.Set(e.k("m0"), []byte("after")); return nil })
+	over := append(bytes.Clone(atLimit), 'z')
+	farOver := append(bytes.Clone(atLimit), bytes.Repeat([]byte{'z'}, 50)...)
+	e.transact(func(tx kv.Tx) error {
+		for _, k := range [][]byte{over, farOver} {
+			if v, err := tx.Get(k); err != nil || v != nil {
+				return fmt.Errorf("kvtest: Get of a %d-byte key = %s, %v; want absent", len(k), show(v), err)
+			}
+			if v, err := tx.Snapshot().Get(k); err != nil || v != nil {
+				return fmt.Errorf("kvtest: snapshot Get of a %d-byte key = %s, %v; want absent", len(k), show(v), err)
+			}
+			tx.Clear(k)
+			tx.AddReadConflictKey(k)
+			tx.AddWriteConflictKey(k)
+		}
+		// [atLimit, over) holds atLimit; [over, m0) holds nothing
+		// before m0.
+		for _, c := range []struct {
+			r    kv.Range
+			want []string
+		}{
+			{kv.Range{Begin: atLimit, End: farOver}, []string{string(atLimit)}},
+			{kv.Range{Begin: over, End: e.k("m1")}, []string{string(e.k("m0"))}},
+			{kv.Range{Begin: e.k("m/"), End: farOver}, []string{string(atLimit)}},
+		} {
+			kvs, err := tx.GetRange(c.r, kv.RangeOptions{})
+			if err != nil {
+				return fmt.Errorf("kvtest: GetRange with a bound over MaxKeySize: %w", err)
+			}
+			if len(kvs) != len(c.want) || (len(kvs) > 0 && string(kvs[0].Key) != c.want[0]) {
+				return fmt.Errorf("kvtest: GetRange with a bound over MaxKeySize read %d keys, want %d", len(kvs), len(c.want))
+			}
+		}
+		tx.AddReadConflictRange(kv.Range{Begin: over, End: farOver})
+		tx.AddWriteConflictRange(kv.Range{Begin: atLimit, End: farOver})
+		return nil
+	})
+	if got := e.getKey(atLimit); string(got) != "v" {
+		e.Errorf("key of MaxKeySize bytes = %s after clears of longer keys, want \"v\"", show(got))
+	}
+	// A range clear whose end is longer than any key clears up to it.
+	e.transact(func(tx kv.Tx) error { tx.ClearRange(kv.Range{Begin: e.k("m/"), End: farOver}); return nil })
+	if got := e.getKey(atLimit); got != nil {
+		e.Errorf("key of MaxKeySize bytes = %s after a range clear to a longer bound, want absent", show(got))
+	}
+	e.wantValue("m0", []byte("after"))
+
+	err := e.db.Transact(e.ctx, func(tx kv.Tx) error {
+		w := tx.Watch(over)
+		e.await(w.Ready(), "watch on a key over MaxKeySize")
+		return w.Wait(e.ctx)
+	})
+	e.wantErr(err, kv.ErrKeyTooLarge, "watch on a key over MaxKeySize")
+}

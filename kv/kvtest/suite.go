@@ -65,11 +65,15 @@ func tests() []test {
 		{name: "WriteConflictRange", run: testWriteConflictRange, raw: true},
 		{name: "AtomicAddsNoReadConflict", run: testAtomicNoReadConflict, raw: true},
 		{name: "AtomicAddContention", run: testAtomicAddContention, raw: true},
+		{name: "RandomizedSerializability", run: testRandomizedSerializability},
 
 		// Reads see the transaction's own writes.
 		{name: "ReadYourWritesPoint", run: testReadYourWritesPoint},
 		{name: "ReadYourWritesRange", run: testReadYourWritesRange},
 		{name: "WritesApplyInOrder", run: testWritesApplyInOrder},
+		{name: "RangeReadOverAtomic", run: testRangeReadOverAtomic},
+		{name: "EmptyBeginKey", run: testEmptyBeginKey},
+		{name: "OwnWritesNoReadConflict", run: testOwnWritesNoReadConflict, raw: true},
 
 		// Range reads and clears.
 		{name: "RangeReads", run: testRangeReads},
@@ -84,6 +88,7 @@ func tests() []test {
 		{name: "VersionstampedKeyAndValue", run: testVersionstampedKeyAndValue},
 		{name: "VersionstampSameTransaction", run: testVersionstampSameTransaction},
 		{name: "VersionstampOrder", run: testVersionstampOrder},
+		{name: "VersionstampAfterCommit", run: testVersionstampAfterCommit, raw: true},
 
 		// Watches.
 		{name: "WatchFiresOnChange", run: testWatchFiresOnChange},
@@ -94,12 +99,16 @@ func tests() []test {
 		{name: "WatchSameValue", run: testWatchSameValue},
 		{name: "WatchOwnWriteBeforeWatch", run: testWatchOwnWriteBeforeWatch},
 		{name: "WatchOwnWriteAfterWatch", run: testWatchOwnWriteAfterWatch},
+		{name: "WatchReadConflict", run: testWatchReadConflict, raw: true},
+		{name: "WatchReadOnlyCommit", run: testWatchReadOnlyCommit, raw: true},
 
 		// FoundationDB's limits.
 		{name: "KeyTooLarge", run: testKeyTooLarge},
 		{name: "ValueTooLarge", run: testValueTooLarge},
 		{name: "TransactionTooLarge", run: testTransactionTooLarge},
 		{name: "SystemKeyspace", run: testSystemKeyspace},
+		{name: "NegativeLimit", run: testNegativeLimit},
+		{name: "OversizedKeyReads", run: testOversizedKeyReads},
 		{name: "TransactionTooOld", run: testTransactionTooOld, raw: true},
 		{name: "TransactionTooOldRetried", run: testTransactionTooOldRetried},
 

@@ -3,7 +3,6 @@ package kvtest
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/jobstage/jobstage/kv"
 )
@@ -185,21 +184,140 @@ func testWatchOwnWriteBeforeWatch(e *env) {
 	e.fired(w, "watch after another transaction changed the key")
 }
 
-// testWatchOwnWriteAfterWatch: FoundationDB reports a change the watch's own
-// transaction makes after creating it (the watch started from the value
-// the transaction read), so the watch fires by the time the transaction
-// has committed, with no other writer.
+// testWatchOwnWriteAfterWatch: a write the watch's own transaction makes
+// after creating it fires the watch then, before any commit
+// (ReadYourWrites.actor.cpp, triggerWatches), and the watch stays fired
+// whatever becomes of the transaction. Writing the value the watch
+// started from is no change; an atomic operation always is. (On
+// FoundationDB the trigger runs on the client's network thread, so the
+// suite waits for it rather than looking the moment the write returns.)
 func testWatchOwnWriteAfterWatch(e *env) {
-	e.put("k", "v0")
-	var w kv.Watch
-	attempt := 0
-	e.transact(func(tx kv.Tx) error {
-		// A value of its own per attempt: a retry after a commit that
-		// applied still changes the key from what the attempt read.
-		attempt++
-		w = tx.Watch(e.k("k"))
-		tx.Set(e.k("k"), []byte(fmt.Sprintf("v1-%d", attempt)))
+	e.put("k", "v0", "c", "x", "a", "\x01")
+	e.rollback(func(tx kv.Tx) error {
+		// Each control watch is fired by a write after the writes that must
+		// not fire the watches checked; once it fired, those writes were
+		// seen.
+		control := func(name string) {
+			w := tx.Watch(e.k(name))
+			tx.Set(e.k(name), []byte("changed"))
+			e.fired(w, "control watch fired by its own transaction's write")
+		}
+		w := tx.Watch(e.k("k"))
+		tx.Set(e.k("k"), []byte("v0"))
+		control("control1")
+		e.pending(w, "watch after its transaction set the value it started from")
+		tx.Set(e.k("k"), []byte("v1"))
+		e.fired(w, "watch after its own transaction's write, before commit")
+
+		cleared := tx.Watch(e.k("c"))
+		absent := tx.Watch(e.k("absent"))
+		ranged := tx.Watch(e.k("r/x"))
+		tx.Clear(e.k("c"))
+		tx.Clear(e.k("absent"))
+		tx.ClearRange(e.r("r/"))
+		e.fired(cleared, "watch after its own transaction cleared the key")
+		control("control2")
+		e.pending(absent, "watch after its transaction cleared an absent key")
+		e.pending(ranged, "watch after its transaction cleared a range without the key")
+
+		atomic := tx.Watch(e.k("a"))
+		tx.Atomic(kv.MutationBitOr, e.k("a"), []byte{0x01}) // leaves the value as it was
+		e.fired(atomic, "watch after its own transaction's atomic operation")
 		return nil
 	})
-	e.fired(w, "watch whose own transaction changed the key after creating it")
+	// The transaction rolled back; the watch it fired stays fired.
+	var w kv.Watch
+	err := e.db.Transact(e.ctx, func(tx kv.Tx) error {
+		w = tx.Watch(e.k("k"))
+		tx.Set(e.k("k"), []byte("v2"))
+		e.await(w.Ready(), "watch fired by its own write")
+		return errRollback
+	})
+	if !errors.Is(err, errRollback) {
+		e.Fatal(err)
+	}
+	e.fired(w, "watch fired by its own write, transaction rolled back")
+}
+
+// testWatchReadConflict: a watch reads its key with a read conflict, as
+// Get does, so a transaction that writes and watches a key another
+// transaction changed before its commit conflicts; a key whose value the
+// transaction's own write decides adds none.
+func testWatchReadConflict(e *env) {
+	e.put("k", "v0")
+	watchAndWrite := func(name string, own bool) func(tx kv.Transaction) error {
+		return func(tx kv.Transaction) error {
+			if own {
+				tx.Set(e.k(name), []byte("mine"))
+			}
+			tx.Watch(e.k(name))
+			return nil
+		}
+	}
+	e.conflict(e.race(watchAndWrite("k", false), e.setter("k")),
+		"transaction that watched a key another transaction then changed")
+	e.noConflict(e.race(watchAndWrite("own", true), e.setter("own")),
+		"transaction that set a key, then watched it, another transaction changed it")
+}
+
+// testWatchReadOnlyCommit: a transaction that only reads and watches
+// commits at once, without resolution: it cannot conflict and has no
+// versionstamp (no_commit_version); its watches start from what it read
+// at its read version, so a change made since fires them at commit.
+func testWatchReadOnlyCommit(e *env) {
+	e.put("k", "v0", "w", "w0")
+	tx := e.begin()
+	if _, err := tx.Get(e.k("k")); err != nil {
+		e.Fatal(err)
+	}
+	quiet := tx.Watch(e.k("k"))
+	moved := tx.Watch(e.k("w"))
+	stamp := tx.Versionstamp()
+	e.put("k", "changed-but-read-only", "w", "w1")
+	e.put("k", "v0") // back to what it read: the watch on k stays pending
+	e.commit(tx, "read-only transaction whose read key changed")
+	e.await(stamp.Ready(), "versionstamp of a read-only transaction")
+	if _, err := stamp.Get(e.ctx); !errors.Is(err, kv.ErrNoCommitVersion) {
+		e.Errorf("versionstamp of a read-only transaction: %v, want no_commit_version", err)
+	}
+	e.fired(moved, "watch of a read-only transaction on a key changed after its read version")
+	control := e.watch("control")
+	e.put("control", "c")
+	e.fired(control, "control watch")
+	e.pending(quiet, "watch on a key changed and changed back after its read version")
+	e.put("k", "v1")
+	e.fired(quiet, "watch of a read-only transaction after a later change")
+}
+
+// testVersionstampAfterCommit: the versionstamp future is taken before
+// commit; asked for once the commit started it fails with
+// used_during_commit, also after a commit that succeeded (FoundationDB's
+// ReadYourWritesTransaction::getVersionstamp). A future taken before a
+// commit that failed fails with transaction_invalid_version.
+func testVersionstampAfterCommit(e *env) {
+	tx := e.begin()
+	tx.Set(e.k("k"), []byte("v"))
+	e.commit(tx, "a write")
+	f := tx.Versionstamp()
+	e.await(f.Ready(), "versionstamp asked for after commit")
+	if _, err := f.Get(e.ctx); !errors.Is(err, kv.ErrUsedDuringCommit) {
+		e.Errorf("versionstamp asked for after a commit: %v, want used_during_commit", err)
+	}
+
+	e.put("r", "0")
+	tx = e.begin()
+	if _, err := tx.Get(e.k("r")); err != nil {
+		e.Fatal(err)
+	}
+	tx.Set(e.k("x"), []byte("x"))
+	f = tx.Versionstamp()
+	e.put("r", "1")
+	e.wantErr(tx.Commit(), kv.ErrNotCommitted, "commit after its read key changed")
+	e.await(f.Ready(), "versionstamp of a failed commit")
+	if _, err := f.Get(e.ctx); !errors.Is(err, kv.ErrTransactionInvalidVersion) {
+		e.Errorf("versionstamp of a commit that conflicted: %v, want transaction_invalid_version", err)
+	}
+	if _, err := tx.Versionstamp().Get(e.ctx); !errors.Is(err, kv.ErrUsedDuringCommit) {
+		e.Errorf("versionstamp asked for after a failed commit: %v, want used_during_commit", err)
+	}
 }
