@@ -96,13 +96,17 @@ type Tx interface {
 
 	// Watch returns a watch on key that fires when the key's value changes
 	// from the value this transaction sees when Watch is called (its own
-	// earlier write, else the value at the read version). Changes are
-	// reported only once this transaction has committed; a write this
-	// transaction makes after Watch is such a change, reported at commit.
-	// If the transaction does not commit, the watch fails with its error.
+	// earlier write, else the value at the read version). It reads the key
+	// as Get does, with a read conflict. A write this transaction makes to
+	// the key afterwards fires it at once if it changes the value (an
+	// atomic or versionstamped write always does); other transactions'
+	// changes are reported once this transaction has committed. If the
+	// commit fails, the watch fails with its error.
 	Watch(key []byte) Watch
 	// Versionstamp returns a future for this transaction's versionstamp,
-	// ready once the transaction has committed.
+	// ready once the transaction has committed; called once the commit
+	// has started, it fails with used_during_commit (see the package
+	// documentation). Inside DB.Transact it is the call's versionstamp.
 	Versionstamp() *Future[Versionstamp]
 
 	// Transact runs fn inside this transaction (see Transactor).

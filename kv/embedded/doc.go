@@ -60,20 +60,42 @@
 //
 // # Watches
 //
-// Watch records the key; at commit the committer registers it with the
-// value the transaction saw (its own write, if it wrote the key). After
-// each durable batch the watches on keys it changed fire if the value now
-// differs, and a newly registered watch fires at once if the key changed
-// between its transaction's read version and its commit. A watch whose
-// transaction does not commit fails with that transaction's error.
+// Watch records the key with the value the transaction sees (its own
+// write, if it wrote the key) and a read conflict where that value came
+// from the snapshot. A later write of the transaction to the key fires the
+// watch at once when it changes that value (an atomic or versionstamped
+// write always does). At commit the committer registers the rest with that
+// value. After each durable batch the watches on keys it changed fire if
+// the value now differs, and a newly registered watch fires at once if the
+// key changed between its transaction's read version and its commit. A
+// transaction that wrote nothing never reaches the committer: its commit
+// returns at once and registers its watches against the latest published
+// values itself, under the lock the sync goroutine holds while it
+// publishes a version and fires that version's watches, so no change falls
+// between the comparison and the registration. A watch whose transaction
+// does not commit fails with that transaction's error.
+//
+// # Transaction lifetime
+//
+// A transaction holds a snapshot and reservations for its watches. One
+// that is neither committed nor cancelled within the transaction lifetime
+// is ended by a timer: the snapshot and the reservations are released, its
+// watches fail with transaction_too_old, and so does every later use.
 //
 // # Durability and recovery
 //
-// A commit is acknowledged only after its batch's fsync (unless
-// Options.NoSync). A batch is one Pebble batch, so after a crash Pebble's
-// log replay restores whole batches or none: no partial transaction is
-// ever visible. The commit version is stored in each batch, so the first
-// version after a restart is above every versionstamp handed out before.
+// A commit is acknowledged only after its batch's fsync. A batch is one
+// Pebble batch, so after a crash Pebble's log replay restores whole batches
+// or none: no partial transaction is ever visible. The commit version is
+// stored in each batch, so the first version after a restart is above
+// every versionstamp handed out before.
+//
+// Options.NoSync acknowledges a batch once Pebble has it in memory, before
+// its log record reaches the operating system: a crash loses the last
+// acknowledged batches (a suffix of the log, so what survives is a prefix
+// of the commits). Their versions would be handed out again after the
+// restart, so Open in NoSync mode first moves the commit version
+// NoSyncVersionGap ahead and syncs it.
 // If a write or sync fails, the store answers commit_unknown_result to the
 // transactions in flight and refuses further work: it does not build on a
 // state it cannot know.

@@ -43,6 +43,16 @@ func TestConformance(t *testing.T) {
 	kvtest.Run(t, newDB, kvtest.Features{TransactionLifetime: 5 * time.Second})
 }
 
+// TestConformanceFaulty runs the suite through the fault injector on a
+// cluster: commit-once and every retry path against FoundationDB itself.
+func TestConformanceFaulty(t *testing.T) {
+	clusterFile(t)
+	newDB := func(t *testing.T) *kv.DB {
+		return kv.NewDB(open(t), kv.Options{})
+	}
+	kvtest.RunFaulty(t, newDB, kvtest.Features{TransactionLifetime: 5 * time.Second})
+}
+
 // A transaction whose context ends fails with an error that matches both
 // the context's error and transaction_cancelled.
 func TestContextCancelsTransaction(t *testing.T) {

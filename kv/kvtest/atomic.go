@@ -104,12 +104,9 @@ func testAtomicMutations(e *env) {
 		return nil
 	})
 	// Committed: the store applies the mutations itself. Xor, Add and
-	// AppendIfFits are not idempotent, so a marker keeps a retried commit
-	// from applying them twice.
+	// AppendIfFits are not idempotent: Transact's commit-once keeps a
+	// retried commit from applying them twice.
 	e.transact(func(tx kv.Tx) error {
-		if done, err := once(tx, e.k("~marker")); done || err != nil {
-			return err
-		}
 		for _, c := range cases {
 			tx.Atomic(c.op, e.k("committed/"+c.name), c.param)
 		}

@@ -26,8 +26,8 @@
 //   - A range read stopped by its Limit conflicts only on the keys up to the
 //     last one returned, so inserting beyond it does not conflict.
 //   - A watch reports a change made by its own transaction after the watch
-//     was created; a value the transaction set before creating the watch is
-//     the watch's starting value.
+//     was created, at once; a value the transaction set before creating the
+//     watch is the watch's starting value.
 //
 // # Faults
 //
@@ -40,9 +40,17 @@
 // pass. Layers above kv use NewFaultyDB to run their own concurrency tests
 // through the same faults.
 //
-// Transactional functions in the suite that are not naturally idempotent
-// write a marker key per operation and return early when it exists, as
-// FoundationDB's developer guide advises: a commit_unknown_result after a
-// commit that applied is retried, and without the marker the retry would
-// apply the operation twice.
+// Transactional functions in the suite need no idempotence of their own:
+// DB.Transact commits each call once, also after a commit_unknown_result
+// that applied, and the suite's increments and atomics under faults are
+// what shows it.
+//
+// # Randomized serializability
+//
+// RandomizedSerializability runs random transactions from several
+// goroutines over a small contended keyspace and checks that the
+// committed ones, replayed serially in versionstamp order, give the reads
+// each saw and the final state. JOBSTAGE_SEED replays a seed;
+// JOBSTAGE_KV_SOAK (a duration) repeats rounds with new seeds for soak
+// runs.
 package kvtest

@@ -46,3 +46,7 @@ func TestEmbeddedOnDisk(t *testing.T) {
 func TestEmbeddedFaulty(t *testing.T) {
 	kvtest.RunFaulty(t, func(t *testing.T) *kv.DB { return open(t, true) }, features)
 }
+
+func TestEmbeddedFaultyOnDisk(t *testing.T) {
+	kvtest.RunFaulty(t, func(t *testing.T) *kv.DB { return open(t, false) }, features)
+}

@@ -337,19 +337,3 @@ func show(v []byte) string {
 	}
 	return s
 }
-
-// once makes a transactional function idempotent: it reports whether the
-// operation named by marker already committed, and otherwise writes the
-// marker in tx, so a retry after a commit_unknown_result that did apply
-// does nothing.
-func once(tx kv.Tx, marker []byte) (done bool, err error) {
-	v, err := tx.Get(marker)
-	if err != nil {
-		return false, err
-	}
-	if v != nil {
-		return true, nil
-	}
-	tx.Set(marker, []byte{1})
-	return false, nil
-}
