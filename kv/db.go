@@ -37,6 +37,9 @@ type Options struct {
 	// MarkerRetention is how long a marker that its call never cleared
 	// (its process died) is kept; DefaultMarkerRetention when 0.
 	MarkerRetention time.Duration
+	// AlwaysMarkers writes commit markers even to an AtMostOnceBackend,
+	// which needs none: for measuring what they cost.
+	AlwaysMarkers bool
 }
 
 // DB runs transactional functions against a Backend, committing them and
@@ -47,6 +50,8 @@ type DB struct {
 	opts    Options
 	stats   Stats
 	marks   markers
+	// noMarkers: the backend commits at most once on its own.
+	noMarkers bool
 }
 
 // Stats counts what a DB did, for metrics and for tests that count store
@@ -103,6 +108,9 @@ func NewDB(backend Backend, opts Options) *DB {
 	db := &DB{backend: backend, opts: opts}
 	db.marks.prefix = append([]byte(nil), opts.MarkerPrefix...)
 	db.marks.retention = opts.MarkerRetention
+	if b, ok := backend.(AtMostOnceBackend); ok && b.CommitsAtMostOnce() && !opts.AlwaysMarkers {
+		db.noMarkers = true
+	}
 	return db
 }
 
@@ -177,7 +185,7 @@ func (db *DB) Transact(ctx context.Context, fn func(Tx) error) error {
 			swept  bool
 			bstamp *Future[Versionstamp]
 		)
-		if w.wrote {
+		if w.wrote && !db.noMarkers {
 			now := time.Now()
 			marker = db.marks.newKey(now)
 			tx.SetVersionstampedValue(marker, stampPlaceholder)
@@ -188,8 +196,13 @@ func (db *DB) Transact(ctx context.Context, fn func(Tx) error) error {
 		}
 		if err := tx.Commit(); err != nil {
 			db.marks.giveBack(taken, swept)
-			if marker != nil && IsMaybeCommitted(err) {
+			switch {
+			case marker != nil && IsMaybeCommitted(err):
 				check, unknown = marker, err
+			case w.wrote && IsMaybeCommitted(err):
+				// An AtMostOnceBackend: it refuses the retry, and the
+				// call's error must still say the outcome is unknown.
+				unknown = err
 			}
 			return err
 		}

@@ -73,6 +73,12 @@
 //     by default) only has to exceed the clock difference between the
 //     processes that share a store.
 //
+// A backend that commits at most once on its own (AtMostOnceBackend) gets
+// no markers: the embedded store answers 1021 only when a write to its
+// disk failed, and then refuses all further work, so there is no retry for
+// a marker to protect. Its 1021 still makes Transact's error match
+// ErrCommitUnknownResult.
+//
 // So when Transact returns nil, the last run of the function is the one
 // that committed, exactly once. When it returns an error, nothing of the
 // function's committed, unless the error matches ErrCommitUnknownResult
@@ -91,7 +97,8 @@
 // store or in the fault injector. The marker works on every backend, is
 // modelled exactly by the fault injector (an applied 1021 leaves the
 // marker for the retry to see), costs one small key per write transaction
-// (plus a clear in a later one), and nothing at all for read-only ones.
+// (plus a clear in a later one), and nothing at all for read-only ones or
+// on the embedded store.
 // Transactions a caller commits itself (CreateTransaction) are not
 // covered.
 //

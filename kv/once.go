@@ -24,6 +24,17 @@ import (
 // Options.MarkerRetention (left by a process that died between a commit
 // and its check).
 
+// AtMostOnceBackend is a Backend that commits every transaction at most
+// once on its own: it answers commit_unknown_result only when it cannot go
+// on (the embedded store, after a failed write to its disk) and then
+// refuses all further work, so no retry can apply a transaction twice.
+// DB.Transact writes such a backend no commit markers, unless
+// Options.AlwaysMarkers.
+type AtMostOnceBackend interface {
+	Backend
+	CommitsAtMostOnce() bool
+}
+
 // DefaultMarkerPrefix is where commit markers live unless Options says
 // otherwise: 0xfe is no type code of the tuple layer, so no tuple-encoded
 // key starts with it.

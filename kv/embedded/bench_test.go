@@ -13,11 +13,16 @@ import (
 
 func openBench(b *testing.B) *kv.DB {
 	b.Helper()
+	return openBenchWith(b, kv.Options{})
+}
+
+func openBenchWith(b *testing.B, o kv.Options) *kv.DB {
+	b.Helper()
 	st, err := embedded.Open(b.TempDir(), embedded.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	db := kv.NewDB(st, kv.Options{})
+	db := kv.NewDB(st, o)
 	b.Cleanup(func() { db.Close() })
 	return db
 }
@@ -25,10 +30,18 @@ func openBench(b *testing.B) *kv.DB {
 // BenchmarkCommit measures durable (fsynced) commits per second of a small
 // transaction (one 16-byte key, 100-byte value) with 1, 8 and 64 concurrent
 // committers. Concurrent commits share fsyncs (group commit).
-func BenchmarkCommit(b *testing.B) {
+func BenchmarkCommit(b *testing.B) { benchmarkCommit(b, kv.Options{}) }
+
+// BenchmarkCommitMarkers is BenchmarkCommit with DB.Transact's commit
+// markers, which the embedded store does not need (it commits at most once
+// on its own) and a FoundationDB cluster does: each transaction writes a
+// marker and clears an earlier one.
+func BenchmarkCommitMarkers(b *testing.B) { benchmarkCommit(b, kv.Options{AlwaysMarkers: true}) }
+
+func benchmarkCommit(b *testing.B, o kv.Options) {
 	for _, committers := range []int{1, 8, 64} {
 		b.Run(fmt.Sprintf("committers=%d", committers), func(b *testing.B) {
-			db := openBench(b)
+			db := openBenchWith(b, o)
 			ctx := context.Background()
 			value := make([]byte, 100)
 			var next atomic.Int64

@@ -46,6 +46,9 @@ type Options struct {
 	// ahead and syncs that before the first commit). For benchmarks and
 	// tests that do not need durability.
 	NoSync bool
+
+	// fs, when set, is the filesystem Pebble uses (tests inject failures).
+	fs vfs.FS
 }
 
 // NoSyncVersionGap is how far each Open with Options.NoSync moves the
@@ -119,7 +122,14 @@ type snapRef struct {
 	refs    int
 }
 
-var _ kv.Backend = (*Store)(nil)
+var _ kv.AtMostOnceBackend = (*Store)(nil)
+
+// CommitsAtMostOnce implements kv.AtMostOnceBackend: the store answers
+// commit_unknown_result only when a write or sync of its data directory
+// failed, and it then refuses every later transaction (Begin and Commit
+// fail), so no retry can apply a transaction twice. DB.Transact writes it
+// no commit markers.
+func (s *Store) CommitsAtMostOnce() bool { return true }
 
 // Open opens (creating if needed) the store in dir. With opts.InMemory, dir
 // is ignored. A directory already opened by another Store, in this or
@@ -157,7 +167,10 @@ func Open(dir string, opts Options) (*Store, error) {
 		Logger:       quietLogger{},
 		MemTableSize: 64 << 20,
 	}
-	if opts.InMemory {
+	if opts.fs != nil {
+		popts.FS = opts.fs
+		dir = ""
+	} else if opts.InMemory {
 		popts.FS = vfs.NewMem()
 		dir = ""
 	} else {

@@ -3,6 +3,7 @@ package kvtest
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -52,6 +53,7 @@ func faultTests() []test {
 		{name: "Reproducible", run: testFaultsReproducible},
 		{name: "CommitOnce", run: testCommitOnce},
 		{name: "CommitOnceGivesUp", run: testCommitOnceGivesUp},
+		{name: "CommitMarkersCleared", run: testCommitMarkersCleared},
 	}
 }
 
@@ -419,5 +421,61 @@ func testCommitOnceGivesUp(e *env) {
 	}
 	if got := kv.DecodeInt64(e.get("n")); got != 3 {
 		e.Errorf("n = %d, want 3", got)
+	}
+}
+
+// testCommitMarkersCleared: commit markers do not pile up. Each call's
+// marker is cleared by a later transaction that writes; a marker older
+// than the retention (left by a process that died) is cleared by the next
+// writer, and a younger one, which a live call may still need, is kept.
+// A call that only reads writes none.
+func testCommitMarkersCleared(e *env) {
+	prefix := append(e.k("markers/"), 0)
+	fb := NewFaultyBackend(e.db.Backend(), FaultOptions{Seed: seedFor(e.Name())})
+	markers := func() []kv.KeyValue {
+		r, err := kv.PrefixRange(prefix)
+		if err != nil {
+			e.Fatal(err)
+		}
+		return e.scan(r)
+	}
+	marker := func(age time.Duration) []byte {
+		k := binary.BigEndian.AppendUint64(bytes.Clone(prefix), uint64(time.Now().Add(-age).Unix()))
+		return append(k, bytes.Repeat([]byte{0x5a}, 16)...)
+	}
+	old, young := marker(2*time.Hour), marker(time.Minute)
+	e.transact(func(tx kv.Tx) error { tx.Set(old, nil); tx.Set(young, nil); return nil })
+
+	db := kv.NewDB(fb, kv.Options{MarkerPrefix: prefix, MarkerRetention: time.Hour})
+	for i := range 50 {
+		if err := db.Transact(e.ctx, func(tx kv.Tx) error {
+			tx.Set(e.k(fmt.Sprintf("k/%d", i)), []byte("v"))
+			return nil
+		}); err != nil {
+			e.Fatal(err)
+		}
+		if err := db.ReadTransact(e.ctx, func(tx kv.ReadTx) error {
+			_, err := tx.Get(e.k("k/0"))
+			return err
+		}); err != nil {
+			e.Fatal(err)
+		}
+	}
+	got := markers()
+	var keptYoung, keptOld bool
+	for _, m := range got {
+		keptYoung = keptYoung || bytes.Equal(m.Key, young)
+		keptOld = keptOld || bytes.Equal(m.Key, old)
+	}
+	if keptOld {
+		e.Errorf("a marker older than the retention survived 50 writes")
+	}
+	if !keptYoung {
+		e.Errorf("a marker younger than the retention was cleared")
+	}
+	// The young one, and the last call's own, which only a later write
+	// clears.
+	if len(got) != 2 {
+		e.Errorf("%d markers after 50 calls that wrote and 50 that read, want 2", len(got))
 	}
 }
