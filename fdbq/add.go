@@ -75,8 +75,9 @@ func (q *Queue) prepare(j *NewJob) error {
 
 // Add adds a job, or resubmits the job with that id if it exists (the
 // semantics of couch_jobs):
-//   - pending: rescheduled and its data replaced (nothing is written when
-//     nothing changes);
+//   - pending: rescheduled to ScheduledAt (with no ScheduledAt it keeps its
+//     time and its place in the queue) and its data replaced; nothing is
+//     written when nothing changes;
 //   - running: flagged; when its worker finishes, it goes back to pending
 //     at the new time instead of finishing (its data is not changed);
 //   - finished: added again as a new pending job with the new data.
@@ -166,6 +167,12 @@ func (q *Queue) add(tx kv.Tx, j NewJob, now int64, token string, again bool) (*J
 	rec := *old
 	switch old.State {
 	case Pending:
+		if j.ScheduledAt.IsZero() {
+			// No new time: the job keeps its place in the queue
+			// (couch_jobs keeps the time it was given), so a periodic
+			// re-add neither rewrites it nor sends it to the back.
+			sched = old.ScheduledAt
+		}
 		rec.ScheduledAt, rec.Data, rec.Priority = sched, j.Data, j.Priority
 		rec.MaxAttempts, rec.Retry = j.MaxAttempts, j.Retry
 		if rec.ScheduledAt == old.ScheduledAt && bytes.Equal(rec.Data, old.Data) && rec.Priority == old.Priority &&
