@@ -95,17 +95,22 @@
 // yet, so they do not conflict with each other, and their window need
 // only be as wide as the batch plus what the others hold.
 //
-// # Idempotence under commit_unknown_result
+// # Answers under commit_unknown_result
 //
-// kv.DB.Transact retries a transaction whose commit result is unknown, and
-// such a commit may have applied. Finish, Fail and Resubmit record which
-// lock left the running state and how ("lock:finish"); a retry that finds
-// its own exit already recorded writes nothing and succeeds. Accept makes
-// its lock and claim key before the transaction; a retry that finds its
-// claim returns the jobs the first attempt took. Add makes a token before
-// the transaction and records it in every job it writes (and an id it
-// generates is made there too); a retry that finds its token writes
-// nothing. Re-adding is not idempotent by itself: had a worker accepted or
-// finished the job between the commit and the retry, the retry would
-// resubmit or re-add it and the job would run twice.
+// Every operation run through kv.DB.Transact commits at most once: after a
+// commit_unknown_result the store's commit marker tells the retry whether
+// the commit applied, and if it did the operation is not run again. So
+// each operation answers what it did, whatever other clients did between
+// the commit and the retry: ErrHalt, ErrWrongState and ErrNotFound mean
+// nothing of the call (nor of the caller's writes in the same
+// transaction) committed, success means it committed exactly once.
+//
+// The operations also keep marks of their own from before the store did
+// this, which a caller that commits its transactions itself still
+// benefits from: Finish, Fail and Resubmit record which lock left the
+// running state and how ("lock:finish"), and a retry that finds its own
+// exit recorded writes nothing; Accept makes its lock and claim key before
+// the transaction, and a retry that finds its claim returns the jobs the
+// first attempt took; Add records a token made before the transaction in
+// every job it writes.
 package fdbq
