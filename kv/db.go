@@ -151,7 +151,13 @@ func (db *DB) Transact(ctx context.Context, fn func(Tx) error) error {
 		check   []byte // marker of the attempt whose commit result is unknown
 		unknown error  // that attempt's error
 		stamp   Versionstamp
+		// lean: the last attempt was too large with the garbage clears
+		// piggybacked, so the next carries none; bare: it was too large
+		// with its marker alone, so the next carries no marker either,
+		// and an unknown outcome of it cannot be resolved.
+		lean, bare bool
 	)
+	defer func() { w.done = true }()
 	err := db.run(ctx, func(tx Transaction) error {
 		if check != nil {
 			v, err := tx.Get(check)
@@ -172,7 +178,7 @@ func (db *DB) Transact(ctx context.Context, fn func(Tx) error) error {
 			// check's read ended that transaction; the next attempt begins
 			// at once.
 			check, unknown = nil, nil
-			return errRecheckDone
+			return errRunAgain
 		}
 		w.Transaction, w.wrote = tx, false
 		if err := fn(&w); err != nil {
@@ -185,11 +191,13 @@ func (db *DB) Transact(ctx context.Context, fn func(Tx) error) error {
 			swept  bool
 			bstamp *Future[Versionstamp]
 		)
-		if w.wrote && !db.noMarkers {
+		if w.wrote && !db.noMarkers && !bare {
 			now := time.Now()
 			marker = db.marks.newKey(now)
 			tx.SetVersionstampedValue(marker, stampPlaceholder)
-			taken, swept = db.marks.piggyback(tx, now)
+			if !lean {
+				taken, swept = db.marks.piggyback(tx, now)
+			}
 		}
 		if w.stamp != nil {
 			bstamp = tx.Versionstamp()
@@ -197,12 +205,29 @@ func (db *DB) Transact(ctx context.Context, fn func(Tx) error) error {
 		if err := tx.Commit(); err != nil {
 			db.marks.giveBack(taken, swept)
 			switch {
-			case marker != nil && IsMaybeCommitted(err):
+			case !IsMaybeCommitted(err):
+				if errors.Is(err, ErrTransactionTooLarge) && marker != nil {
+					// What kv added may be what made it too large: the
+					// caller's writes alone may fit. Run fn again with less.
+					if len(taken) > 0 || swept {
+						lean = true
+					} else {
+						bare = true
+					}
+					return errRunAgain
+				}
+			case !w.wrote:
+				// Nothing of fn's to apply twice.
+			case marker == nil || ErrorCode(err) == CodeClusterVersionChanged:
+				// No marker to read (an AtMostOnceBackend, which refuses
+				// the retry anyway, or a bare attempt), or a commit that
+				// may still land later: FoundationDB's client answers
+				// cluster_version_changed while the commit it abandoned is
+				// in flight, so a marker read now proves nothing. The
+				// outcome stays unknown.
+				return &UnknownResultError{Err: err, Unknown: err}
+			default:
 				check, unknown = marker, err
-			case w.wrote && IsMaybeCommitted(err):
-				// An AtMostOnceBackend: it refuses the retry, and the
-				// call's error must still say the outcome is unknown.
-				unknown = err
 			}
 			return err
 		}
@@ -211,9 +236,12 @@ func (db *DB) Transact(ctx context.Context, fn func(Tx) error) error {
 			db.marks.discard(marker)
 		}
 		if bstamp != nil {
-			// Ready: the commit succeeded, or the transaction had nothing
-			// to commit (no_commit_version).
-			s, err := bstamp.Get(ctx)
+			// Ready by now: the commit succeeded, or the transaction had
+			// nothing to commit (no_commit_version). Not read through ctx:
+			// a context that ended after the commit must not turn a
+			// committed call's versionstamp into an error.
+			<-bstamp.Ready()
+			s, err := bstamp.Get(context.Background())
 			if err != nil {
 				w.stamp.Resolve(Versionstamp{}, err)
 			}
@@ -231,9 +259,10 @@ func (db *DB) Transact(ctx context.Context, fn func(Tx) error) error {
 	return err
 }
 
-// errRecheckDone ends the attempt that learnt that an unknown commit did
-// not apply; run starts the next attempt without a backoff or a count.
-var errRecheckDone = &Error{Code: CodeNotCommitted, Detail: "earlier attempt did not commit"}
+// errRunAgain ends an attempt whose successor must start at once, neither
+// counted as a retry nor delayed: the check that learnt that an unknown
+// commit did not apply, or a commit made too large by kv's own additions.
+var errRunAgain = &Error{Code: CodeNotCommitted, Detail: "attempt ended by the commit-once protocol"}
 
 // ReadTransact runs fn in a new transaction that is never committed,
 // retrying retryable read errors as Transact does.
@@ -257,7 +286,7 @@ func (db *DB) run(ctx context.Context, attempt func(Transaction) error) error {
 		if err == nil {
 			return nil
 		}
-		if err == errRecheckDone {
+		if err == errRunAgain {
 			n--
 			continue
 		}

@@ -73,6 +73,18 @@
 //     by default) only has to exceed the clock difference between the
 //     processes that share a store.
 //
+// Markers are keys of the user keyspace: a scan of all of it sees them,
+// and a range clear over Options.MarkerPrefix while a call is between an
+// unknown commit and its check makes that call apply twice. Leave the
+// prefix to kv. A commit whose outcome can still change after it was
+// answered — cluster_version_changed (1039), which FoundationDB's client
+// gives while the commit it abandoned is in flight, or a commit cancelled
+// or timed out while in flight — cannot be resolved by reading the
+// marker: Transact then stops at once with an UnknownResultError. A commit
+// made too large by the marker and the clears kv adds is run again with
+// less (the clears, then the marker too); an unknown outcome of an
+// attempt without a marker is reported the same way.
+//
 // A backend that commits at most once on its own (AtMostOnceBackend) gets
 // no markers: the embedded store answers 1021 only when a write to its
 // disk failed, and then refuses all further work, so there is no retry for

@@ -236,5 +236,12 @@ func (e *UnknownResultError) Error() string {
 
 func (e *UnknownResultError) Unwrap() []error { return []error{e.Err, e.Unknown} }
 
+// Is makes errors.Is(err, ErrCommitUnknownResult) true, whatever code made
+// the outcome unknown (cluster_version_changed, a cancel mid-commit).
+func (e *UnknownResultError) Is(target error) bool {
+	var t *Error
+	return errors.As(target, &t) && t.Code == CodeCommitUnknownResult
+}
+
 // Is makes errors.Is(err, ErrRetryLimit) true.
 func (e *RetryLimitError) Is(target error) bool { return target == ErrRetryLimit }

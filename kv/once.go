@@ -133,6 +133,7 @@ type onceTx struct {
 	Transaction
 	wrote bool
 	stamp *Future[Versionstamp]
+	done  bool // Transact returned
 }
 
 var _ Tx = (*onceTx)(nil)
@@ -159,6 +160,13 @@ func (t *onceTx) SetVersionstampedValue(key, value []byte) {
 // that attempt's commit answered commit_unknown_result), or with the
 // call's error.
 func (t *onceTx) Versionstamp() *Future[Versionstamp] {
+	if t.done && t.stamp == nil {
+		// Asked for after the call: as a backend answers once the commit
+		// started.
+		f := NewFuture[Versionstamp]()
+		f.Resolve(Versionstamp{}, ErrUsedDuringCommit.WithDetail("versionstamp asked for after Transact returned"))
+		return f
+	}
 	if t.stamp == nil {
 		t.stamp = NewFuture[Versionstamp]()
 	}

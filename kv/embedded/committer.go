@@ -144,7 +144,11 @@ func (s *Store) commitBatch(batch []*commitReq) {
 	order := 0
 	var accepted []*commitReq
 	for i, req := range batch {
-		if req.rv < s.res.prunedThrough || now.Sub(req.start) > s.opts.TransactionLifetime {
+		reads := len(req.readKeys) > 0 || len(req.readRanges) > 0
+		if reads && (req.rv < s.res.prunedThrough || now.Sub(req.start) > s.opts.TransactionLifetime) {
+			// Only a transaction that read can be too old: the resolver
+			// checks its reads (a blind write commits whenever it comes,
+			// as on FoundationDB).
 			results[i].err = kv.ErrTransactionTooOld.WithDetail("read version %d is too old to resolve", req.rv)
 			continue
 		}

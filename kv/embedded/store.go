@@ -95,6 +95,11 @@ type Store struct {
 	// for registerWatches.
 	notifyMu sync.Mutex
 
+	// open holds the transactions with watches not yet registered, for
+	// Close to fail.
+	openMu sync.Mutex
+	open   map[*txn]struct{}
+
 	closeMu   sync.RWMutex
 	closed    bool // REQUIRES: closeMu or mu held to read; both to write
 	closeOnce sync.Once
@@ -110,6 +115,8 @@ type Store struct {
 		current *snapRef
 		live    []*snapRef
 		broken  error // set when a write to Pebble failed; the store refuses commits
+		// refusing: Close has begun; no transaction begins.
+		refusing bool
 	}
 }
 
@@ -280,7 +287,7 @@ func (s *Store) getLatest(key []byte) ([]byte, error) {
 func (s *Store) acquireSnapshot() (*snapRef, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.closed || s.mu.refusing {
 		return nil, errClosed
 	}
 	if s.mu.broken != nil {
@@ -338,7 +345,28 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.stop)
 		<-s.done
-		s.watches.failAll(errClosed)
+		// No transaction begins from here on; those open with watches
+		// fail them, taking each transaction's lock with no store lock
+		// held (a transaction holds its lock while it reads).
+		s.mu.Lock()
+		s.mu.refusing = true
+		s.mu.Unlock()
+		s.openMu.Lock()
+		open := make([]*txn, 0, len(s.open))
+		for t := range s.open {
+			open = append(open, t)
+		}
+		s.openMu.Unlock()
+		for _, t := range open {
+			t.mu.Lock()
+			t.failWatchesLocked(errClosed)
+			t.mu.Unlock()
+		}
+		// A read-only commit registers its watches under notifyMu and
+		// checks closed there: it either registers before failAll, which
+		// fails them, or finds the store closed.
+		s.notifyMu.Lock()
+		defer s.notifyMu.Unlock()
 		s.closeMu.Lock()
 		s.mu.Lock()
 		s.closed = true
@@ -347,6 +375,7 @@ func (s *Store) Close() error {
 		}
 		s.mu.live, s.mu.current = nil, nil
 		s.mu.Unlock()
+		s.watches.failAll(errClosed)
 		s.closeErr = s.db.Close()
 		s.closeMu.Unlock()
 		if err := s.lock.release(); err != nil && s.closeErr == nil {
@@ -354,6 +383,23 @@ func (s *Store) Close() error {
 		}
 	})
 	return s.closeErr
+}
+
+// rememberOpen notes a transaction that holds watches not yet registered.
+func (s *Store) rememberOpen(t *txn) {
+	s.openMu.Lock()
+	if s.open == nil {
+		s.open = make(map[*txn]struct{})
+	}
+	s.open[t] = struct{}{}
+	s.openMu.Unlock()
+}
+
+// forgetOpen drops a transaction that ended.
+func (s *Store) forgetOpen(t *txn) {
+	s.openMu.Lock()
+	delete(s.open, t)
+	s.openMu.Unlock()
 }
 
 // Dir returns the data directory ("" in memory).

@@ -54,6 +54,9 @@ type txn struct {
 	// lifetime without a commit or cancel, so that it pins neither its
 	// snapshot nor its watches' reservations.
 	expiry *time.Timer
+	// listed: the store's open set holds the transaction (it has watches
+	// not yet registered), for Close to fail them.
+	listed bool
 }
 
 var _ kv.Transaction = (*txn)(nil)
@@ -82,16 +85,43 @@ func (s *Store) Begin(ctx context.Context) (kv.Transaction, error) {
 	return t, nil
 }
 
-// expire ends a transaction that is still open after the transaction
-// lifetime: FoundationDB keeps no state for it past that point either,
-// and every later read or commit fails with transaction_too_old. A
-// transaction in the middle of its commit is left to the committer.
+// expire releases what a transaction still open after the transaction
+// lifetime holds: its snapshot (FoundationDB's storage servers keep no
+// older versions either, and every later read fails with
+// transaction_too_old) and its watches, which fail with
+// transaction_too_old and give their reservations back. The transaction
+// itself stays usable for what FoundationDB still allows: writes, and a
+// commit, which succeeds if it read nothing (a commit with read conflicts
+// fails too old at the resolver). A transaction in the middle of its
+// commit is left to the committer.
 func (t *txn) expire() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.state == txActive {
-		t.finish(txExpired, kv.ErrTransactionTooOld.WithDetail("transaction older than %v, expired uncommitted", t.s.opts.TransactionLifetime))
+	if t.state != txActive {
+		return
 	}
+	t.state = txExpired
+	if t.snap != nil {
+		t.s.releaseSnapshot(t.snap)
+		t.snap = nil
+	}
+	t.failWatchesLocked(kv.ErrTransactionTooOld.WithDetail("transaction older than %v, its watches expired uncommitted", t.s.opts.TransactionLifetime))
+	if t.listed {
+		t.listed = false
+		t.s.forgetOpen(t)
+	}
+}
+
+// failWatchesLocked fails the transaction's pending watches with err.
+//
+// REQUIRES: t.mu is held.
+func (t *txn) failWatchesLocked(err error) {
+	for _, e := range t.watches {
+		if e.w.Fire(err) {
+			t.s.watches.unreserve()
+		}
+	}
+	t.watches = nil
 }
 
 // cancelledErr reports a transaction whose context ended: it matches both
@@ -127,8 +157,36 @@ func (t *txn) usable() error {
 	if t.ctx.Err() != nil {
 		return cancelledErr(t.ctx)
 	}
-	if time.Since(t.start) > t.s.opts.TransactionLifetime {
+	if t.tooOld() {
 		return kv.ErrTransactionTooOld.WithDetail("transaction older than %v", t.s.opts.TransactionLifetime)
+	}
+	return nil
+}
+
+// tooOld reports whether the transaction outlived its lifetime.
+//
+// REQUIRES: t.mu is held.
+func (t *txn) tooOld() bool {
+	return t.state == txExpired || time.Since(t.start) > t.s.opts.TransactionLifetime
+}
+
+// usableToWrite is usable for writes and the commit, which, as in
+// FoundationDB, the lifetime does not end (only reads, and a commit that
+// read, are too old).
+//
+// REQUIRES: t.mu is held.
+func (t *txn) usableToWrite() error {
+	if t.state == txExpired {
+		if t.err != nil {
+			return t.err
+		}
+		if t.ctx.Err() != nil {
+			return cancelledErr(t.ctx)
+		}
+		return nil
+	}
+	if err := t.usable(); err != nil && !errors.Is(err, kv.ErrTransactionTooOld) {
+		return err
 	}
 	return nil
 }
@@ -147,10 +205,14 @@ func (t *txn) fail(err error) {
 //
 // REQUIRES: t.mu is held.
 func (t *txn) finish(state txState, err error) {
-	if t.state != txActive && t.state != txCommitting {
+	if t.state != txActive && t.state != txCommitting && t.state != txExpired {
 		return
 	}
 	t.state = state
+	if state != txCommitting && t.listed {
+		t.listed = false
+		t.s.forgetOpen(t)
+	}
 	if state != txCommitting && t.expiry != nil {
 		t.expiry.Stop()
 	}
@@ -161,12 +223,7 @@ func (t *txn) finish(state txState, err error) {
 	if state == txCommitted {
 		return
 	}
-	for _, e := range t.watches {
-		if e.w.Fire(err) {
-			t.s.watches.unreserve()
-		}
-	}
-	t.watches = nil
+	t.failWatchesLocked(err)
 	if t.stampF != nil {
 		if state == txFailed {
 			// FoundationDB: transaction_invalid_version for any commit
@@ -341,10 +398,10 @@ func (t *txn) getRange(r kv.Range, opts kv.RangeOptions, snapshot bool) ([]kv.Ke
 	if opts.Limit < 0 {
 		return nil, errNegativeLimit(opts.Limit)
 	}
-	r = clampRange(r)
 	if err := checkRange(r); err != nil {
 		return nil, err
 	}
+	r = clampRange(r)
 	out, _, err := t.readRangeLocked(r, opts.Limit, opts.Reverse, snapshot)
 	return out, err
 }
@@ -579,6 +636,8 @@ func newRangeIter(t *txn, r kv.Range, opts kv.RangeOptions, snapshot bool) *rang
 	it := &rangeIter{t: t, r: clampRange(r), reverse: opts.Reverse, snapshot: snapshot, remaining: opts.Limit, limited: opts.Limit > 0, pageSize: 256}
 	if opts.Limit < 0 {
 		it.err = errNegativeLimit(opts.Limit)
+	} else if err := checkRange(r); err != nil {
+		it.err = err // before the clamp, which could hide an inverted range
 	}
 	return it
 }
@@ -645,7 +704,7 @@ func (it *rangeIter) Err() error            { return it.err }
 //
 // REQUIRES: t.mu is held.
 func (t *txn) writable() bool {
-	if err := t.usable(); err != nil {
+	if err := t.usableToWrite(); err != nil {
 		t.fail(err)
 		return false
 	}
@@ -712,11 +771,11 @@ func (t *txn) ClearRange(r kv.Range) {
 	if !t.writable() {
 		return
 	}
-	r = clampRange(r)
 	if err := checkRange(r); err != nil {
 		t.fail(err)
 		return
 	}
+	r = clampRange(r)
 	if r.Empty() {
 		return
 	}
@@ -905,11 +964,11 @@ func (t *txn) AddReadConflictRange(r kv.Range) {
 	if !t.writable() {
 		return
 	}
-	r = clampRange(r)
 	if err := checkRange(r); err != nil {
 		t.fail(err)
 		return
 	}
+	r = clampRange(r)
 	if !r.Empty() {
 		t.readRanges = append(t.readRanges, kv.Range{Begin: bytes.Clone(r.Begin), End: bytes.Clone(r.End)})
 		t.size += len(r.Begin) + len(r.End)
@@ -942,11 +1001,11 @@ func (t *txn) AddWriteConflictRange(r kv.Range) {
 	if !t.writable() {
 		return
 	}
-	r = clampRange(r)
 	if err := checkRange(r); err != nil {
 		t.fail(err)
 		return
 	}
+	r = clampRange(r)
 	if !r.Empty() {
 		t.writeRngs = append(t.writeRngs, kv.Range{Begin: bytes.Clone(r.Begin), End: bytes.Clone(r.End)})
 		t.size += len(r.Begin) + len(r.End)
@@ -985,6 +1044,10 @@ func (t *txn) Watch(key []byte) kv.Watch {
 		return w
 	}
 	e.w = kv.NewChanWatch(func() { t.s.watches.remove(e) })
+	if !t.listed {
+		t.listed = true
+		t.s.rememberOpen(t)
+	}
 	t.watches = append(t.watches, e)
 	return e.w
 }
@@ -1032,8 +1095,6 @@ func (t *txn) Versionstamp() *kv.Future[kv.Versionstamp] {
 		return failedStamp(kv.ErrUsedDuringCommit.WithDetail("versionstamp asked for after the commit started"))
 	case txCancelled:
 		return failedStamp(kv.ErrTransactionCancelled)
-	case txExpired:
-		return failedStamp(t.usable())
 	}
 	if t.stampF == nil {
 		t.stampF = kv.NewFuture[kv.Versionstamp]()
@@ -1046,23 +1107,17 @@ func (t *txn) Versionstamp() *kv.Future[kv.Versionstamp] {
 func (t *txn) Cancel() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.state == txActive {
+	if t.state == txActive || t.state == txExpired {
 		t.finish(txCancelled, kv.ErrTransactionCancelled)
 	}
 }
 
 func (t *txn) Commit() error {
 	t.mu.Lock()
-	if err := t.usable(); err != nil {
-		if t.state == txActive {
+	if err := t.usableToWrite(); err != nil {
+		if t.state == txActive || t.state == txExpired {
 			t.finish(txFailed, err)
 		}
-		t.mu.Unlock()
-		return err
-	}
-	if t.size > kv.MaxTransactionSize {
-		err := kv.ErrTransactionTooLarge.WithDetail("transaction of %d bytes exceeds %d", t.size, kv.MaxTransactionSize)
-		t.finish(txFailed, err)
 		t.mu.Unlock()
 		return err
 	}
@@ -1082,6 +1137,19 @@ func (t *txn) Commit() error {
 			t.s.registerWatches(watches)
 		}
 		return nil
+	}
+	if t.size > kv.MaxTransactionSize {
+		err := kv.ErrTransactionTooLarge.WithDetail("transaction of %d bytes exceeds %d", t.size, kv.MaxTransactionSize)
+		t.finish(txFailed, err)
+		t.mu.Unlock()
+		return err
+	}
+	if t.tooOld() && (len(t.readKeys) > 0 || len(t.readRanges) > 0) {
+		// The resolver no longer knows what was written since its reads.
+		err := kv.ErrTransactionTooOld.WithDetail("transaction older than %v", t.s.opts.TransactionLifetime)
+		t.finish(txFailed, err)
+		t.mu.Unlock()
+		return err
 	}
 	req := &commitReq{
 		start:      t.start,

@@ -122,6 +122,13 @@ func (t *txn) Commit() error {
 		err = failed
 	} else {
 		err = t.mapErr(t.tr.Commit().Get())
+		if errors.Is(err, kv.ErrTransactionCancelled) || errors.Is(err, kv.ErrTransactionTimedOut) {
+			// Cancelled (its context ended, the Store closed) or timed out
+			// while the commit was in flight: FoundationDB may still
+			// commit it (its developer guide says so of both), so the
+			// outcome is unknown, and no retry may find out by reading.
+			err = &kv.UnknownResultError{Err: err, Unknown: kv.ErrCommitUnknownResult.WithDetail("cancelled while the commit was in flight; it may still commit")}
+		}
 	}
 
 	t.mu.Lock()

@@ -246,3 +246,32 @@ func testOversizedKeyReads(e *env) {
 	})
 	e.wantErr(err, kv.ErrKeyTooLarge, "watch on a key over MaxKeySize")
 }
+
+// testCommitAfterLifetime: the lifetime ends reads, and the commit of a
+// transaction that read (the resolver cannot check reads that old), but
+// not a blind write nor a read-only commit: FoundationDB's resolver
+// answers too old only to a transaction with read conflicts, and a
+// read-only commit never reaches it.
+func testCommitAfterLifetime(e *env) {
+	if e.f.TransactionLifetime == 0 {
+		e.Skip("the backend's transaction lifetime is not known")
+	}
+	blind, read, readOnly := e.begin(), e.begin(), e.begin()
+	if _, err := read.Get(e.k("r")); err != nil {
+		e.Fatal(err)
+	}
+	if _, err := readOnly.Get(e.k("r")); err != nil {
+		e.Fatal(err)
+	}
+	<-time.After(e.f.TransactionLifetime + e.f.TransactionLifetime/2)
+	if _, err := read.Get(e.k("r")); !errors.Is(err, kv.ErrTransactionTooOld) {
+		e.Errorf("read past the lifetime: %v, want transaction_too_old", err)
+	}
+	blind.Set(e.k("blind"), []byte("v"))
+	e.commit(blind, "a blind write past the lifetime")
+	e.wantValue("blind", []byte("v"))
+	read.Set(e.k("read"), []byte("v"))
+	e.wantErr(read.Commit(), kv.ErrTransactionTooOld, "commit past the lifetime of a transaction that read")
+	e.wantValue("read", nil)
+	e.commit(readOnly, "a read-only commit past the lifetime")
+}

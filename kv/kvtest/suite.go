@@ -111,6 +111,7 @@ func tests() []test {
 		{name: "OversizedKeyReads", run: testOversizedKeyReads},
 		{name: "TransactionTooOld", run: testTransactionTooOld, raw: true},
 		{name: "TransactionTooOldRetried", run: testTransactionTooOldRetried},
+		{name: "CommitAfterLifetime", run: testCommitAfterLifetime, raw: true},
 
 		// The retry loop and the transaction's life cycle.
 		{name: "RetryLimit", run: testRetryLimit},
