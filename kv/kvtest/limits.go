@@ -239,6 +239,12 @@ func testOversizedKeyReads(e *env) {
 	}
 	e.wantValue("m0", []byte("after"))
 
+	// An inverted range stays inverted, even when cutting its bounds would
+	// make them equal.
+	e.rejects("ClearRange inverted beyond MaxKeySize", kv.ErrInvertedRange, func(tx kv.Tx) {
+		tx.ClearRange(kv.Range{Begin: append(bytes.Clone(atLimit), 'z', 'z'), End: append(bytes.Clone(atLimit), 'z', 'a')})
+	})
+
 	err := e.db.Transact(e.ctx, func(tx kv.Tx) error {
 		w := tx.Watch(over)
 		e.await(w.Ready(), "watch on a key over MaxKeySize")
