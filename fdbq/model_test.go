@@ -174,7 +174,9 @@ func samePolicyPtr(a, b *fdbq.RetryPolicy) bool {
 	return *a == *b
 }
 
-func (m *model) add(id string, data string, sched int64, priority, maxAttempts int, retry *fdbq.RetryPolicy) string {
+// add is Add; noTime says the add gave no scheduled time (sched is then
+// now), which leaves a pending job's time as it was.
+func (m *model) add(id string, data string, sched int64, noTime bool, priority, maxAttempts int, retry *fdbq.RetryPolicy) string {
 	j := m.jobs[id]
 	if j == nil || j.state == fdbq.Finished {
 		m.jobs[id] = &mJob{state: fdbq.Pending, data: data, priority: priority, maxAttempts: maxAttempts, retry: retry, added: m.now, sched: sched}
@@ -185,6 +187,9 @@ func (m *model) add(id string, data string, sched int64, priority, maxAttempts i
 	}
 	switch j.state {
 	case fdbq.Pending:
+		if noTime {
+			sched = j.sched
+		}
 		if j.sched == sched && j.data == data && j.priority == priority && j.maxAttempts == maxAttempts && samePolicyPtr(j.retry, retry) {
 			return "add unchanged"
 		}
@@ -394,7 +399,7 @@ func (r *modelRun) step() {
 		changeBefore := r.raw(trChangeKey("email"))
 		j, err := r.q.Add(ctx, db, nj)
 		r.expectErr("add", err, nil)
-		kind := m.add(id, data, sched, priority, maxAttempts, retry)
+		kind := m.add(id, data, sched, at.IsZero(), priority, maxAttempts, retry)
 		r.hits[kind]++
 		// A resubmit that changes nothing writes nothing (doc.go).
 		if moved := string(r.raw(trChangeKey("email"))) != string(changeBefore); moved == strings.HasSuffix(kind, "unchanged") {
