@@ -99,8 +99,20 @@ var lintCases = []struct {
 	},
 	{
 		name: "type name too long",
-		src:  "types:\n  " + strings.Repeat("x", 257) + ": {}\n",
-		want: []string{"f.yaml:2:3: types." + strings.Repeat("x", 257) + ": type name is 257 bytes, more than 256"},
+		src:  "types:\n  " + strings.Repeat("x", 129) + ": {}\n",
+		want: []string{"f.yaml:2:3: types." + strings.Repeat("x", 129) + ": type name of 129 bytes is longer than 128"},
+	},
+	{
+		name: "type name characters",
+		src:  "types:\n  send email: {}\n  ok.name_1-x: {}\n  \"a/b\": {}\n  café: {}\n  -x: {}\n  \"bad\\x01\": {}\n  \"..\": {}\n",
+		want: []string{
+			`f.yaml:2:3: types.send email: type name "send email" has ' ' at byte 4; use ASCII letters, digits, '_', '-' and '.'`,
+			`f.yaml:4:3: types.a/b: type name "a/b" has '/' at byte 1; use ASCII letters, digits, '_', '-' and '.'`,
+			`f.yaml:5:3: types.café: type name "café" has 'é' at byte 3; use ASCII letters, digits, '_', '-' and '.'`,
+			`f.yaml:6:3: types.-x: type name "-x" starts with '-'; it must start with a letter or a digit`,
+			"f.yaml:7:3: types.bad\x01: type name \"bad\\x01\" has '\\x01' at byte 3; use ASCII letters, digits, '_', '-' and '.'",
+			`f.yaml:8:3: types...: type name ".." starts with '.'; it must start with a letter or a digit`,
+		},
 	},
 	{
 		name: "pipeline types",

@@ -101,7 +101,7 @@ var schema = object("", "",
 		leaf("prefix", "First element of every key jobstage writes, on either backend, so that several deployments can share one store.").
 			byDefault(DefaultPrefix),
 	),
-	object("types", "Job types, by name. A type must be declared here to be enqueued or worked; a type with no keys (`name: {}`) takes every default.",
+	object("types", "Job types, by name. A type must be declared here to be enqueued or worked; a type with no keys (`name: {}`) takes every default. A name is 1 to 128 ASCII letters, digits, `_`, `-` and `.`, starting with a letter or a digit: it is also a metric label, a segment of the HTTP API's paths and of these environment variables.",
 		leaf("activity_timeout", "A running job whose worker has not sent a heartbeat for this long is taken back by the activity monitor and retried. At least 100ms.").
 			byDefault(dur(fdbq.DefaultActivityTimeout)),
 		object("retry", "How often and when a failed job runs again.",

@@ -65,12 +65,12 @@ func (d *decoder) validateStore(s *Store) {
 	}
 }
 
-// validateType checks each setting with fdbq's own rules (TypeSettings.Validate),
-// one setting at a time against the defaults, so that each problem is
-// reported at its key.
+// validateType checks the name and each setting with fdbq's own rules
+// (ValidateTypeName, TypeSettings.Validate), one setting at a time against
+// the defaults, so that each problem is reported at its key.
 func (d *decoder) validateType(name string, t Type) {
-	if msg := nameProblem("type", name); msg != "" {
-		d.at(msg, "types", name)
+	if err := fdbq.ValidateTypeName(name); err != nil {
+		d.at(fdbqMessage(err), "types", name)
 		return
 	}
 	ok := true
@@ -118,16 +118,6 @@ func fdbqMessage(err error) string {
 		msg = strings.TrimPrefix(msg, fdbq.ErrInvalidJob.Error()+": ")
 	}
 	return strings.TrimPrefix(msg, "retry policy: ")
-}
-
-func nameProblem(what, name string) string {
-	switch {
-	case name == "":
-		return fmt.Sprintf("a %s name must not be empty", what)
-	case len(name) > fdbq.MaxIDSize:
-		return fmt.Sprintf("%s name is %d bytes, more than %d", what, len(name), fdbq.MaxIDSize)
-	}
-	return ""
 }
 
 func (d *decoder) validatePipeline(c *Config, name string, p *Pipeline) {

@@ -67,8 +67,9 @@ func (r *record) toPending(sched int64) {
 	r.Lock, r.ExpiresAt, r.Resubmit, r.ResubmitAt = "", 0, false, 0
 }
 
-// checkJobRef validates a type name and job id given by a caller, so that
-// an oversized one gets ErrInvalidJob rather than the store's key error.
+// checkJobRef validates a type name and job id given by a caller (see
+// ValidateTypeName and ValidateID). A lookup of a name that breaks the
+// rules is refused as its creation would be, before the store is read.
 func checkJobRef(typ, id string) error {
 	if err := checkName("type name", typ); err != nil {
 		return err

@@ -169,7 +169,7 @@ func TestErrorsNames(t *testing.T) {
 		words []string
 	}{
 		{"empty type", fdbq.NewJob{ID: "a"}, []string{"empty type name"}},
-		{"long type", fdbq.NewJob{Type: long, ID: "a"}, []string{"type name", "257", "256"}},
+		{"long type", fdbq.NewJob{Type: long, ID: "a"}, []string{"type name", "257", "128"}},
 		{"long id", fdbq.NewJob{Type: "email", ID: long}, []string{"job id", "257", "256"}},
 		{"negative max attempts", fdbq.NewJob{Type: "email", ID: "a", MaxAttempts: -1}, []string{"max attempts"}},
 		{"bad retry", fdbq.NewJob{Type: "email", ID: "a", Retry: &fdbq.RetryPolicy{MaxAttempts: 2, Backoff: "fibonacci"}}, []string{"unknown backoff", "fibonacci"}},
@@ -188,7 +188,7 @@ func TestErrorsNames(t *testing.T) {
 	if x.get(id).ID != id {
 		t.Fatal("id at the limit")
 	}
-	typ := strings.Repeat("t", fdbq.MaxIDSize)
+	typ := strings.Repeat("t", fdbq.MaxTypeNameSize)
 	trMust(t, "set type at the limit", x.q.SetType(x.ctx, x.q.DB(), typ, fdbq.DefaultTypeSettings()))
 	errIs(t, "set type with a long name", x.q.SetType(x.ctx, x.q.DB(), long, fdbq.DefaultTypeSettings()), fdbq.ErrInvalidJob, "type name")
 	errIs(t, "set type without a name", x.q.SetType(x.ctx, x.q.DB(), "", fdbq.DefaultTypeSettings()), fdbq.ErrInvalidJob, "empty type name")

@@ -13,8 +13,12 @@ import (
 // DeclareType is an fx option that registers a job type at start, with
 // settings s. A type that exists keeps its pause: pausing is an
 // operator's act (Pause, `jobstage pause`), which a restart must not undo;
-// s.Paused true pauses the type at start.
+// s.Paused true pauses the type at start. A name ValidateTypeName refuses
+// fails the application when it is built, before anything starts.
 func DeclareType(name string, s TypeSettings) fx.Option {
+	if err := ValidateTypeName(name); err != nil {
+		return fx.Error(fmt.Errorf("fdbq.DeclareType: %w", err))
+	}
 	return fx.Supply(fx.Annotate(TypeDef{Name: name, Settings: s}, fx.ResultTags(`group:"jobstage.types"`)))
 }
 

@@ -25,6 +25,9 @@ func (q *Queue) Get(ctx context.Context, tr kv.ReadTransactor, typ, id string) (
 
 // Count returns how many jobs of a type are in a state; O(1).
 func (q *Queue) Count(ctx context.Context, tr kv.ReadTransactor, typ string, s State) (int64, error) {
+	if err := checkName("type name", typ); err != nil {
+		return 0, err
+	}
 	switch s {
 	case Pending, Running, Finished:
 	default:
@@ -55,6 +58,9 @@ type Page struct {
 // finished by finish time. Each page is one read of the index and of the
 // page's records, so listing a large queue never holds it in memory.
 func (q *Queue) List(ctx context.Context, tr kv.ReadTransactor, typ string, o ListOptions) (*Page, error) {
+	if err := checkName("type name", typ); err != nil {
+		return nil, err
+	}
 	var sub tuple.Subspace
 	switch o.State {
 	case Pending:

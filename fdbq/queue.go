@@ -59,16 +59,6 @@ func newToken() string {
 	return hex.EncodeToString(b[:])
 }
 
-func checkName(what, s string) error {
-	if s == "" {
-		return fmt.Errorf("%w: empty %s", ErrInvalidJob, what)
-	}
-	if len(s) > MaxIDSize {
-		return fmt.Errorf("%w: %s of %d bytes is longer than %d", ErrInvalidJob, what, len(s), MaxIDSize)
-	}
-	return nil
-}
-
 // --- records and indexes ---
 
 // load reads a job record with a read conflict; nil if absent.
@@ -258,6 +248,9 @@ func (q *Queue) Resume(ctx context.Context, tr kv.Transactor, name string) error
 }
 
 func (q *Queue) setPaused(ctx context.Context, tr kv.Transactor, name string, paused bool) error {
+	if err := checkName("type name", name); err != nil {
+		return err
+	}
 	return tr.Transact(ctx, func(tx kv.Tx) error {
 		s, err := q.settings(tx, name)
 		if err != nil {

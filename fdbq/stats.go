@@ -23,6 +23,9 @@ const MaxOldestDueBands = 64
 // distinct priorities among the pending jobs; beyond that it reports the
 // earliest among the highest MaxOldestDueBands bands.
 func (q *Queue) OldestDue(ctx context.Context, tr kv.ReadTransactor, typ string) (time.Time, error) {
+	if err := checkName("type name", typ); err != nil {
+		return time.Time{}, err
+	}
 	now := q.nowMs()
 	ms, err := kv.ReadTransact(ctx, tr, func(tx kv.ReadTx) (int64, error) {
 		snap := snapshotOf(tx)

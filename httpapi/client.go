@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jobstage/jobstage/fdbq"
 )
@@ -36,7 +37,12 @@ func NewClient(baseURL, token string, hc *http.Client) *Client {
 }
 
 // Enqueue adds one job of type typ (or resubmits the job with its id).
+// An id that is not UTF-8 is refused before anything is sent (see
+// checkIDs).
 func (c *Client) Enqueue(ctx context.Context, typ string, j NewJob) (*Job, error) {
+	if err := checkIDs([]NewJob{j}); err != nil {
+		return nil, err
+	}
 	var out Job
 	if err := c.do(ctx, http.MethodPost, typePath(typ)+"/jobs", nil, j, &out); err != nil {
 		return nil, err
@@ -49,11 +55,26 @@ func (c *Client) EnqueueBatch(ctx context.Context, typ string, jobs []NewJob) ([
 	if jobs == nil {
 		jobs = []NewJob{}
 	}
+	if err := checkIDs(jobs); err != nil {
+		return nil, err
+	}
 	var out []*Job
 	if err := c.do(ctx, http.MethodPost, typePath(typ)+"/jobs", nil, jobs, &out); err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// checkIDs refuses ids that are not UTF-8, with fdbq's error: JSON cannot
+// carry them (encoding/json would send U+FFFD instead), so the server
+// would store the job under an id other than the caller's.
+func checkIDs(jobs []NewJob) error {
+	for _, j := range jobs {
+		if !utf8.ValidString(j.ID) {
+			return fmt.Errorf("httpapi: %w", fdbq.ValidateID(j.ID))
+		}
+	}
+	return nil
 }
 
 // Get returns a job.

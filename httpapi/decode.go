@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/jobstage/jobstage/fdbq"
 )
@@ -36,7 +38,7 @@ const (
 
 // newJobBody is one job of an enqueue body.
 type newJobBody struct {
-	ID          string          `json:"id"`
+	ID          bodyID          `json:"id"`
 	Data        json.RawMessage `json:"data"`
 	ScheduledAt string          `json:"scheduled_at"`
 	Priority    int             `json:"priority"`
@@ -76,7 +78,15 @@ func decodeEnqueue(r io.Reader, typ string) (jobs []fdbq.NewJob, batch bool, err
 		if batch {
 			where = fmt.Sprintf("[%d].", i)
 		}
-		j := fdbq.NewJob{Type: typ, ID: b.ID, Data: b.Data, Priority: b.Priority, MaxAttempts: b.MaxAttempts}
+		if b.ID.problem != "" {
+			return nil, batch, invalid("%sid: job id %s", where, b.ID.problem)
+		}
+		if b.ID.id != "" {
+			if err := fdbq.ValidateID(b.ID.id); err != nil {
+				return nil, batch, nameInvalid(where+"id", err)
+			}
+		}
+		j := fdbq.NewJob{Type: typ, ID: b.ID.id, Data: b.Data, Priority: b.Priority, MaxAttempts: b.MaxAttempts}
 		if b.ScheduledAt != "" {
 			t, err := time.Parse(time.RFC3339Nano, b.ScheduledAt)
 			if err != nil {
@@ -90,6 +100,80 @@ func decodeEnqueue(r io.Reader, typ string) (jobs []fdbq.NewJob, batch bool, err
 		jobs[i] = j
 	}
 	return jobs, batch, nil
+}
+
+// bodyID is the id of an enqueue body. encoding/json decodes a byte that
+// is not UTF-8, and a \u escape of half a surrogate pair, as U+FFFD: the
+// job would be stored under an id other than the one sent, which the
+// client could not name. UnmarshalJSON keeps the decoded id and notes such
+// a problem for decodeEnqueue to refuse, with the job's place in a batch.
+type bodyID struct {
+	id      string
+	problem string
+}
+
+func (b *bodyID) UnmarshalJSON(data []byte) error {
+	if err := json.Unmarshal(data, &b.id); err != nil {
+		return err
+	}
+	if len(data) > 0 && data[0] == '"' {
+		b.problem = stringProblem(data[1 : len(data)-1])
+	}
+	return nil
+}
+
+// stringProblem says what in the inside of a JSON string, s, encoding/json
+// would decode as U+FFFD although s does not say U+FFFD, and at which byte
+// of the decoded string; "" when nothing would. s is valid JSON: the
+// decoder has read it.
+func stringProblem(s []byte) string {
+	at := 0 // the byte of the decoded string that s[i] makes
+	for i := 0; i < len(s); {
+		switch {
+		case s[i] == '\\' && s[i+1] == 'u':
+			r := hex4(s[i+2 : i+6])
+			i += 6
+			if utf16.IsSurrogate(r) {
+				if r < 0xdc00 && i+6 <= len(s) && s[i] == '\\' && s[i+1] == 'u' {
+					if pair := utf16.DecodeRune(r, hex4(s[i+2:i+6])); pair != utf8.RuneError {
+						i += 6
+						at += utf8.RuneLen(pair)
+						continue
+					}
+				}
+				return fmt.Sprintf("has \\u%04x at byte %d, a surrogate without its pair, which is not Unicode", r, at)
+			}
+			at += utf8.RuneLen(r)
+		case s[i] == '\\':
+			i += 2
+			at++
+		default:
+			r, n := utf8.DecodeRune(s[i:])
+			if r == utf8.RuneError && n == 1 {
+				return fmt.Sprintf("is not valid UTF-8 at byte %d", at)
+			}
+			i += n
+			at += n
+		}
+	}
+	return ""
+}
+
+// hex4 is the value of four hex digits.
+func hex4(h []byte) rune {
+	var r rune
+	for _, c := range h {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		default:
+			c -= 'A' - 10
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
 }
 
 // acceptBody is the body of an accept.

@@ -33,6 +33,15 @@
 // implicit registration: a misspelt type would otherwise collect jobs no
 // pipeline works. Listing one is a 404 too.
 //
+// Type names and job ids, in paths and in enqueue bodies, follow fdbq's
+// rules (fdbq.ValidateTypeName, fdbq.ValidateID); any other is a 400
+// invalid that says what is wrong and at which byte, before the store is
+// touched. Paths arrive unescaped, so /v1/types/%ff names the byte 0xff,
+// which is refused rather than registered. An enqueue body's id is checked
+// as sent: encoding/json decodes bytes that are not UTF-8, and a \u escape
+// of half a surrogate pair, as U+FFFD, which would store the job under an
+// id the client never sent.
+//
 // # Errors
 //
 // Every error answer is {"error": code, "message": text}; see APIError and

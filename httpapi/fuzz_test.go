@@ -7,7 +7,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/httpapi"
@@ -40,6 +42,7 @@ func FuzzDecodeEnqueue(f *testing.F) {
 		`{}`, `{"id":"a","data":{"x":[1,2]},"priority":-3,"max_attempts":2,"scheduled_at":"2030-01-02T15:04:05.123Z"}`,
 		`[{"data":1},{"id":"b"}]`, `[]`, `[{}`, `{"data":}`, `{"priority":1e99}`, `{"scheduled_at":"2030-13-45T99:00:00Z"}`,
 		`null`, `[null]`, `"x"`, ` `, `{"id":"a"} x`, `{"data":"\ud800"}`, `[[{}]]`,
+		`{"id":"\ud800"}`, `{"id":"\ud83d\ude42"}`, "{\"id\":\"\xff\"}", `{"id":"\ufffd"}`, `{"id":"a\u0001"}`, `[{"id":"\u0085"}]`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -55,6 +58,13 @@ func FuzzDecodeEnqueue(f *testing.F) {
 		for _, j := range jobs {
 			if j.Type != "email" || j.MaxAttempts < 0 {
 				t.Fatalf("body %q decoded to %+v", body, j)
+			}
+			if j.ID != "" && fdbq.ValidateID(j.ID) != nil {
+				t.Fatalf("body %q decoded to id %q, which fdbq refuses", body, j.ID)
+			}
+			// A U+FFFD in an id was sent as one, not made by the decoder.
+			if strings.ContainsRune(j.ID, utf8.RuneError) && !bytes.Contains(body, []byte("\uFFFD")) && !bytes.Contains(bytes.ToLower(body), []byte(`\ufffd`)) {
+				t.Fatalf("body %q decoded to id %q: the decoder replaced something", body, j.ID)
 			}
 		}
 	})

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/kv"
@@ -184,26 +185,38 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// pathType returns the {type} of the path, checked.
+// pathType returns the {type} of the path, checked with fdbq's rules for
+// type names. The path is unescaped, so %ff arrives as a byte that is not
+// UTF-8: refused here, before anything stores it or makes a metric label
+// of it.
 func pathType(r *http.Request) (string, error) {
 	typ := r.PathValue("type")
-	if len(typ) > fdbq.MaxIDSize {
-		return "", invalid("type: the name is %d bytes, over the limit of %d", len(typ), fdbq.MaxIDSize)
+	if err := fdbq.ValidateTypeName(typ); err != nil {
+		return "", nameInvalid("", err)
 	}
 	return typ, nil
 }
 
-// pathJob returns the {type} and {id} of the path, checked: ids over the
-// limit would otherwise reach the store as oversized keys.
+// pathJob returns the {type} and {id} of the path, checked.
 func pathJob(r *http.Request) (typ, id string, err error) {
 	if typ, err = pathType(r); err != nil {
 		return "", "", err
 	}
 	id = r.PathValue("id")
-	if len(id) > fdbq.MaxIDSize {
-		return "", "", invalid("id: the job id is %d bytes, over the limit of %d", len(id), fdbq.MaxIDSize)
+	if err := fdbq.ValidateID(id); err != nil {
+		return "", "", nameInvalid("", err)
 	}
 	return typ, id, nil
+}
+
+// nameInvalid is the 400 for a name fdbq refused; field, when given,
+// names where in the body it was.
+func nameInvalid(field string, err error) *APIError {
+	msg := strings.TrimPrefix(err.Error(), fdbq.ErrInvalidJob.Error()+": ")
+	if field != "" {
+		msg = field + ": " + msg
+	}
+	return invalid("%s", msg)
 }
 
 func parseState(field, v string) (fdbq.State, error) {

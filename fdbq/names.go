@@ -1,0 +1,95 @@
+package fdbq
+
+import (
+	"fmt"
+	"unicode"
+	"unicode/utf8"
+)
+
+// MaxTypeNameSize bounds type names.
+const MaxTypeNameSize = 128
+
+// ValidateTypeName reports what is wrong with a job type's name, as an
+// ErrInvalidJob that says what and at which byte; nil when nothing is.
+//
+// A type name is 1 to MaxTypeNameSize bytes of ASCII letters, digits, '_',
+// '-' and '.', starting with a letter or a digit. A type name travels
+// further than the store: it is a metric label (which must be UTF-8), a
+// segment of the HTTP API's paths (no '/', and never the dot segments "."
+// and "..", which URLs remove), an argument of the jobstage command (a
+// leading '-' would read as a flag) and a segment of configuration
+// environment variables (JOBSTAGE_TYPES__SEND_EMAIL__…, where every
+// character but a letter or digit becomes '_'). This set is safe in all of
+// them without escaping.
+func ValidateTypeName(name string) error {
+	const what = "type name"
+	if err := checkSize(what, name, MaxTypeNameSize); err != nil {
+		return err
+	}
+	for i := 0; i < len(name); {
+		r, n := utf8.DecodeRuneInString(name[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			return notUTF8(what, name, i)
+		case i == 0 && !isAlnum(r):
+			return fmt.Errorf("%w: %s %q starts with %q; it must start with a letter or a digit", ErrInvalidJob, what, name, r)
+		case !isAlnum(r) && r != '_' && r != '-' && r != '.':
+			return fmt.Errorf("%w: %s %q has %q at byte %d; use ASCII letters, digits, '_', '-' and '.'", ErrInvalidJob, what, name, r, i)
+		}
+		i += n
+	}
+	return nil
+}
+
+// ValidateID reports what is wrong with a job id, as an ErrInvalidJob
+// that says what and at which byte; nil when nothing is.
+//
+// A job id is 1 to MaxIDSize bytes of valid UTF-8 with no control
+// characters (unicode.IsControl: C0, DEL and C1). The store would keep any
+// bytes, but the id comes back through JSON, which turns bytes that are not
+// UTF-8 into U+FFFD, so a job with such an id could not be named again;
+// control characters make ids that print badly in logs and terminals.
+func ValidateID(id string) error {
+	const what = "job id"
+	if err := checkSize(what, id, MaxIDSize); err != nil {
+		return err
+	}
+	for i := 0; i < len(id); {
+		r, n := utf8.DecodeRuneInString(id[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			return notUTF8(what, id, i)
+		case unicode.IsControl(r):
+			return fmt.Errorf("%w: %s %q has a control character at byte %d", ErrInvalidJob, what, id, i)
+		}
+		i += n
+	}
+	return nil
+}
+
+// checkName checks a name a caller gave: what is "type name" or "job id",
+// which is also how the error names it.
+func checkName(what, s string) error {
+	if what == "type name" {
+		return ValidateTypeName(s)
+	}
+	return ValidateID(s)
+}
+
+func checkSize(what, s string, limit int) error {
+	if s == "" {
+		return fmt.Errorf("%w: empty %s", ErrInvalidJob, what)
+	}
+	if len(s) > limit {
+		return fmt.Errorf("%w: %s of %d bytes is longer than %d", ErrInvalidJob, what, len(s), limit)
+	}
+	return nil
+}
+
+func notUTF8(what, s string, at int) error {
+	return fmt.Errorf("%w: %s %q is not valid UTF-8 at byte %d", ErrInvalidJob, what, s, at)
+}
+
+func isAlnum(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
+}
