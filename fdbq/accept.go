@@ -3,7 +3,9 @@ package fdbq
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -25,12 +27,17 @@ type AcceptOptions struct {
 	// Max is the most jobs to accept in one transaction; default 1.
 	Max int
 	// MaxScheduledAt accepts only jobs scheduled at or before it; zero
-	// means now (only due jobs).
+	// means now (only due jobs). A bound that is set does not move: the
+	// jobs up to it are taken at once and the ones after it never, so an
+	// accept with one waits for the watch key alone.
 	MaxScheduledAt time.Time
 	// Timeout: 0 returns at once (possibly with no jobs); > 0 waits up to
 	// that long for a job; < 0 waits until ctx ends. Waiting is woken by
-	// the type's watch key (a job was added or the type changed) and by a
-	// timer for the next scheduled job, never by polling.
+	// the type's watch key (a job was added or the type changed) and, with
+	// no MaxScheduledAt, by a timer for the next scheduled job, never by
+	// polling. A watch that fails with an error that is not retryable
+	// (too_many_watches) ends the wait with that error; a retryable one
+	// has the accept read again after a backoff.
 	Timeout time.Duration
 	// Window is how many due jobs to look at, among which Max are picked
 	// at random — whole priority bands first, so priority order stays
@@ -142,7 +149,8 @@ const DefaultWindow = 256
 // AcceptResult is what one accept transaction found.
 type acceptResult struct {
 	leases []*Lease
-	// next is the scheduled time of the earliest job not yet due (0: none).
+	// next is the scheduled time of the earliest job not yet due, when
+	// time alone can make it acceptable (0: none, or no such job).
 	next int64
 	// watch fires when the type's watch key changes.
 	watch kv.Watch
@@ -172,6 +180,7 @@ func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lea
 		defer t.Stop()
 		deadline = t.C
 	}
+	var rewatch watchRetry
 	for {
 		// The lock and the claim key are made outside the transaction: if
 		// a commit's result is unknown, the retry finds the claim and
@@ -226,14 +235,21 @@ func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lea
 		var timer <-chan time.Time
 		stopTimer := func() {}
 		if res.next > 0 {
-			d := time.Duration(res.next-q.nowMs()) * time.Millisecond
-			t := time.NewTimer(max(d, time.Millisecond))
+			t := time.NewTimer(timerMs(res.next - q.nowMs()))
 			// Stopped each time round rather than deferred, so a long
 			// wait woken many times does not pile up deferred calls.
 			timer, stopTimer = t.C, func() { t.Stop() }
 		}
 		select {
 		case <-res.watch.Ready():
+			stopTimer()
+			if err := rewatch.after(ctx, res.watch, deadline); err != nil {
+				if errors.Is(err, errWaitDeadline) {
+					return nil, nil
+				}
+				return nil, err
+			}
+			continue
 		case <-timer:
 			res.watch.Cancel()
 		case <-deadline:
@@ -251,6 +267,14 @@ func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lea
 
 // maxWindow bounds AcceptOptions.Window.
 const maxWindow = 1024
+
+// timerMs is a wait of ms milliseconds for a timer: at least one, and at
+// most what a time.Duration holds, so that a job scheduled centuries ahead
+// does not overflow into a negative wait that fires at once.
+func timerMs(ms int64) time.Duration {
+	const most = int64(math.MaxInt64 / time.Millisecond)
+	return time.Duration(min(max(ms, 1), most)) * time.Millisecond
+}
 
 // acceptTx is one attempt of an accept; with a group, it holds the jobs it
 // picks there and appends them to held.
@@ -281,7 +305,13 @@ func (q *Queue) acceptTx(tx kv.Tx, typ string, o AcceptOptions, lock string, cla
 	if err != nil {
 		return nil, err
 	}
-	res.next = next
+	if o.MaxScheduledAt.IsZero() {
+		// Only a bound that moves with the clock reaches a job later. A
+		// job after a bound that was set never becomes acceptable to
+		// this accept, and a timer for it would fire, find it still out
+		// of reach and, once its time had passed, fire again at once.
+		res.next = next
+	}
 	if len(cands) == 0 {
 		if wait {
 			res.watch = tx.Watch(q.k.watch(typ))

@@ -28,6 +28,25 @@
 // changed; a running job is flagged and goes back to pending when its
 // worker finishes or fails; a finished job is added again.
 //
+// # Names
+//
+// A type name is 1 to MaxTypeNameSize (128) bytes of ASCII letters, digits,
+// '_', '-' and '.', starting with a letter or a digit. Besides a key in the
+// store, it is a metric label, a segment of the HTTP API's paths, an
+// argument of the jobstage command and a segment of configuration
+// environment variables; this set needs no escaping in any of them. A job
+// id is 1 to MaxIDSize (256) bytes of valid UTF-8 without control
+// characters (C0, DEL, C1): the tuple layer's strings are Unicode, and JSON
+// answers turn bytes that are not UTF-8 into U+FFFD, after which the job
+// could not be named again. ValidateTypeName and ValidateID say what is
+// wrong with a name and at which byte.
+//
+// Every call that takes a name checks it, with ErrInvalidJob and before it
+// reads the store: Add, AddBatch, SetType and DeclareType refuse to create
+// a bad name, and the lookups (Get, List, Count, Wait, Cancel, Remove,
+// Requeue, Accept, GetType, Pause, Resume, OldestDue) refuse one the same
+// way rather than answer that it is not found.
+//
 // # Data model
 //
 // Every key is a tuple (package kv/tuple) under the queue's prefix P
@@ -44,9 +63,9 @@
 //	                                      the value is a copy of the job record when it is at most
 //	                                      2 KB (else empty), so Accept reads no record separately
 //	(P, 3, type)                          int64 LE, atomic add: bumped when a job becomes pending or
-//	                                      the type's settings change; acceptors watch it
+//	                                      the type's settings change; acceptors and the monitor watch it
 //	(P, 4, type)                          int64 LE, atomic add: bumped by every change to a job of
-//	                                      the type; Wait watches it
+//	                                      the type; Wait and the monitor watch it
 //	(P, 5, type, expires_ms, id)          ""   running jobs by activity deadline; the monitor scans
 //	                                      the entries before now
 //	(P, 6, type, finished_ms, id)         ""   finished jobs by finish time; retention sweeps them
@@ -69,11 +88,27 @@
 // clock. The cost is reliance on clocks agreeing within the activity
 // timeout, which scheduled times need anyway.
 //
+// A sweep skips a job it cannot change, a record or index entry that does
+// not decode or a record that cannot be stored, and goes on with the rest
+// of the type: one bad job must not keep every job that expires after it
+// running. It logs the job when first skipped and counts it in
+// SweepStats.Skipped at every sweep; each sweep reads it once.
+//
 // Job data is stored inline in the record, as in couch_jobs: data, result,
 // error and progress together are limited to MaxDataSize (90,000 bytes),
 // inside FoundationDB's 100,000-byte value limit. Larger data is refused
 // with ErrDataTooLarge; it is not split into chunks. Store large payloads
 // elsewhere and put their key in the job.
+//
+// Only what the caller stores is refused: data (Add, Heartbeat), progress
+// (Heartbeat) and result (Finish, which then leaves the job running; its
+// worker should fail it saying why, as package consumer does). The error
+// is written by the transitions themselves, Fail's cause or the monitor's
+// "activity timeout", and is cut to fit instead: to the room the others
+// leave and at most 16 KB, keeping its end after "…", on a character
+// boundary, down to nothing for a job whose data is at the limit. Were it
+// refused, such a job could be neither failed by its worker nor taken back
+// by the monitor, and would stay running for good.
 //
 // # Accept and contention
 //
@@ -84,7 +119,15 @@
 // concurrent acceptors conflict only when they pick the same job. Within a
 // window the order is therefore not strict; AcceptOptions.Window = Max
 // makes it strict. With nothing due, Accept watches the type's watch key in
-// the same transaction and sets a timer for the earliest scheduled job.
+// the same transaction and, when MaxScheduledAt is zero (the bound is now,
+// and moves), sets a timer for the earliest job not yet due. A bound that
+// is set does not move, so nothing after it can become acceptable: such an
+// accept waits for the watch key alone. No wait polls: while nothing
+// changes, a waiting Accept or Wait makes no transactions (nor does the
+// Monitor, but for a read a minute that finds types registered since), and
+// a watch that keeps failing with a retryable error is read again after a
+// growing backoff (a watch that fails otherwise ends the call with its
+// error).
 //
 // A random pick keeps acceptors of one job at a time apart, but not
 // acceptors of large batches: two accepts of 256 jobs from a window of

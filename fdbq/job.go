@@ -41,8 +41,9 @@ var (
 	// ErrInvalidJob: bad input (id, type, data, options); the message says
 	// which.
 	ErrInvalidJob = errors.New("fdbq: invalid job")
-	// ErrDataTooLarge: the job's data, result or error does not fit in one
-	// store value.
+	// ErrDataTooLarge: the job's data, result or progress does not fit in
+	// its record (MaxDataSize). The error is cut to fit rather than
+	// refused.
 	ErrDataTooLarge = errors.New("fdbq: job data too large")
 	// ErrWrongState: the operation does not apply to the job's state (say,
 	// requeue of a pending job).
@@ -51,10 +52,11 @@ var (
 
 // MaxDataSize bounds a job's data plus its result, error and progress: the
 // job record is one store value (100,000 bytes on FoundationDB), and the
-// rest of the record needs room.
+// rest of the record needs room. Data, result and progress beyond it are
+// refused; the error is cut to what they leave (see the package doc).
 const MaxDataSize = 90_000
 
-// MaxIDSize bounds job ids and type names.
+// MaxIDSize bounds job ids (MaxTypeNameSize bounds type names).
 const MaxIDSize = 256
 
 // Job is a snapshot of a job, as Get and List return it.

@@ -3,6 +3,7 @@ package fdbq
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -14,8 +15,14 @@ import (
 
 // MonitorOptions configure a Monitor.
 type MonitorOptions struct {
-	// Interval between sweeps; each sweep is jittered by up to half of it
-	// so that monitors in several processes spread out. Default 1 s.
+	// Interval paces the monitor: it sweeps about an Interval after the
+	// first deadline passes (a running job's activity deadline, a finished
+	// job's retention, a claim's ClaimTTL), jittered by up to half of it
+	// so that monitors in several processes spread out, and reads the
+	// store at most about once an Interval however often jobs change. In
+	// between it waits on watches and a timer: while nothing is due and
+	// nothing changes it makes no transactions (but a read a minute, to
+	// find types registered meanwhile). Default 1 s.
 	Interval time.Duration
 	// ClaimTTL: accept claims (see Accept) older than this are deleted.
 	// Default 5 min.
@@ -30,6 +37,10 @@ type SweepStats struct {
 	Recycled int // running jobs past their activity deadline made pending again
 	Failed   int // of those, jobs out of attempts, finished as failed
 	Expired  int // finished jobs past retention removed
+	// Skipped counts the due jobs the sweep could not change: a record or
+	// index entry it cannot read, a record it cannot store. They are left
+	// as they are, logged the first time, and tried again every sweep.
+	Skipped int
 	// ByType breaks the counts down by job type; every type the sweep
 	// went through has an entry, zero or not.
 	ByType map[string]TypeSweepStats
@@ -37,13 +48,14 @@ type SweepStats struct {
 
 // TypeSweepStats is what one sweep did to one job type's jobs.
 type TypeSweepStats struct {
-	Recycled, Failed, Expired int
+	Recycled, Failed, Expired, Skipped int
 }
 
-func (st *SweepStats) add(typ string, recycled, failed, expired int) {
+func (st *SweepStats) add(typ string, recycled, failed, expired, skipped int) {
 	st.Recycled += recycled
 	st.Failed += failed
 	st.Expired += expired
+	st.Skipped += skipped
 	if st.ByType == nil {
 		st.ByType = map[string]TypeSweepStats{}
 	}
@@ -51,6 +63,7 @@ func (st *SweepStats) add(typ string, recycled, failed, expired int) {
 	t.Recycled += recycled
 	t.Failed += failed
 	t.Expired += expired
+	t.Skipped += skipped
 	st.ByType[typ] = t
 }
 
@@ -64,6 +77,12 @@ func (st *SweepStats) add(typ string, recycled, failed, expired int) {
 // attempt that fails (too old, too large, a conflict, including the
 // attempts the store's retry loop retries), at least 1, so a sweep stays
 // inside FoundationDB's 5 s and 10 MB limits whatever the backlog.
+//
+// A job the monitor cannot change (its record or index entry does not
+// decode, its record cannot be stored) is skipped, and the rest of its
+// batch and type go on: one bad job must not keep every job of its type
+// that expires after it running for good. A type whose settings do not
+// decode is skipped the same way, and reported in Sweep's error.
 type Monitor struct {
 	q    *Queue
 	opts MonitorOptions
@@ -73,6 +92,11 @@ type Monitor struct {
 	started bool
 	cancel  context.CancelFunc
 	done    chan struct{}
+	// skipped holds the index entries recent sweeps skipped, each with the
+	// number of the last sweep that did, so that a job is logged when it
+	// is first skipped rather than at every sweep.
+	skipped map[string]uint64
+	sweeps  uint64
 }
 
 // NewMonitor returns a stopped monitor.
@@ -86,7 +110,7 @@ func NewMonitor(q *Queue, o MonitorOptions) *Monitor {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Monitor{q: q, opts: o, batch: 1000}
+	return &Monitor{q: q, opts: o, batch: 1000, skipped: map[string]uint64{}}
 }
 
 // Start runs sweeps in the background until Stop. Starting a started
@@ -122,37 +146,234 @@ func (m *Monitor) Stop(ctx context.Context) error {
 	}
 }
 
+// loop sweeps, then waits until a sweep has something to do: the first
+// deadline of the store's indexes (a running job's activity deadline, a
+// finished job's retention, a claim's ClaimTTL) or a change that can bring
+// an earlier one. While nothing is due and nothing changes it makes no
+// transactions but a read every registryRecheck.
 func (m *Monitor) loop(ctx context.Context, done chan struct{}) {
 	defer close(done)
+	// failures counts the rounds in a row that failed; each doubles the
+	// pause before the next, so a store that keeps failing is not read
+	// every interval.
+	failures := 0
+	sweep := true
+	// covered is the queue's time when the last sweep that went through
+	// began: the entries due by then that are still there are ones it
+	// skipped, which must not make every later round sweep again.
+	var covered int64
 	for {
-		d := m.opts.Interval/2 + time.Duration(rand.Int64N(int64(m.opts.Interval)))
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !m.pause(ctx, failures) {
 			return
-		case <-t.C:
 		}
-		st, err := m.Sweep(ctx)
-		if err != nil && ctx.Err() == nil {
-			m.opts.Logger.Warn("fdbq: activity monitor sweep failed", "err", err)
+		if sweep {
+			start := m.q.nowMs()
+			st, err := m.Sweep(ctx)
+			if err != nil && ctx.Err() == nil {
+				m.opts.Logger.Warn("fdbq: activity monitor sweep failed", "err", err)
+			}
+			if m.opts.OnSweep != nil {
+				m.opts.OnSweep(st)
+			}
+			if err != nil {
+				failures++
+				continue
+			}
+			covered = start
 		}
-		if m.opts.OnSweep != nil {
-			m.opts.OnSweep(st)
+		var err error
+		sweep, err = m.idle(ctx, covered)
+		if ctx.Err() != nil {
+			return
 		}
+		if err != nil {
+			m.opts.Logger.Warn("fdbq: activity monitor cannot wait for its next deadline; sweeping instead", "err", err)
+			failures++
+			// A sweep needs no watch: with none to be had (too many
+			// watches), the monitor still sweeps, at the failures' pace.
+			sweep = true
+			continue
+		}
+		failures = 0
 	}
 }
 
-// Sweep runs one sweep over every type now.
+// registryRecheck bounds an idle monitor's wait: no key changes when a type
+// is registered, so a type registered since the monitor last read the
+// registry has no watch, and only a read finds it.
+const registryRecheck = time.Minute
+
+// pause waits before the monitor's next read of the store: the interval,
+// jittered by up to half of it so that monitors in several processes
+// spread out and so that changes in a busy store make one read an
+// interval, doubled for each failed round in a row (up to 64 times). It
+// reports false when ctx ended.
+func (m *Monitor) pause(ctx context.Context, failures int) bool {
+	base := m.opts.Interval
+	for i := 0; i < min(failures, 6); i++ {
+		if next := base * 2; next > base {
+			base = next
+		}
+	}
+	t := time.NewTimer(base/2 + time.Duration(rand.Int64N(int64(base))))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// idle waits until the first deadline after covered passes (true: sweep),
+// or until a change or registryRecheck calls for reading the deadlines
+// again (false).
+func (m *Monitor) idle(ctx context.Context, covered int64) (bool, error) {
+	w, err := m.nextDue(ctx, covered)
+	if err != nil {
+		return false, err
+	}
+	defer w.cancel()
+	var timer <-chan time.Time
+	if w.has {
+		wait := w.due - m.q.nowMs()
+		if wait <= 0 {
+			return true, nil
+		}
+		t := time.NewTimer(timerMs(wait))
+		defer t.Stop()
+		timer = t.C
+	}
+	recheck := time.NewTimer(max(registryRecheck, m.opts.Interval))
+	defer recheck.Stop()
+	fired := make(chan kv.Watch, 1)
+	for _, wt := range w.watches {
+		// Each goroutine ends when its watch is ready: fired, failed, or
+		// cancelled by w.cancel.
+		go func() {
+			<-wt.Ready()
+			select {
+			case fired <- wt:
+			default:
+			}
+		}()
+	}
+	select {
+	case <-ctx.Done():
+		return false, ctx.Err()
+	case <-timer:
+		return true, nil
+	case <-recheck.C:
+		return false, nil
+	case wt := <-fired:
+		return false, wt.Wait(ctx)
+	}
+}
+
+// monitorWait is what an idle monitor waits for.
+type monitorWait struct {
+	due     int64 // the queue's time, in ms, when the first deadline passes
+	has     bool  // false: nothing has a deadline
+	watches []kv.Watch
+}
+
+func (w *monitorWait) at(ms int64) {
+	if !w.has || ms < w.due {
+		w.due, w.has = ms, true
+	}
+}
+
+func (w *monitorWait) cancel() {
+	for _, wt := range w.watches {
+		wt.Cancel()
+	}
+}
+
+// nextDue reads, in one transaction, the first deadline after covered of
+// every index a sweep works through, and watches what can bring an earlier
+// one: for every type its change key (a job accepted, heartbeated or
+// finished) and its watch key (its settings, retention among them,
+// changed).
+func (m *Monitor) nextDue(ctx context.Context, covered int64) (*monitorWait, error) {
+	q := m.q
+	var w *monitorWait
+	return kv.Transact(ctx, q.db, func(tx kv.Tx) (*monitorWait, error) {
+		if w != nil {
+			w.cancel() // of an attempt that failed
+		}
+		w = &monitorWait{}
+		snap := tx.Snapshot()
+		types, err := q.registry(snap)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range types {
+			w.watches = append(w.watches, tx.Watch(q.k.change(t.Name)), tx.Watch(q.k.watch(t.Name)))
+			// A sweep recycles the jobs whose deadline is before its now.
+			at, ok, err := firstAfter(snap, q.k.activeType(t.Name), covered-1)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				w.at(at + 1)
+			}
+			if t.Settings.Retention > 0 {
+				r := t.Settings.Retention.Milliseconds()
+				at, ok, err := firstAfter(snap, q.k.finishedType(t.Name), covered-r)
+				if err != nil {
+					return nil, err
+				}
+				if ok {
+					w.at(at + r)
+				}
+			}
+		}
+		ttl := m.opts.ClaimTTL.Milliseconds()
+		at, ok, err := firstAfter(snap, q.k.claims(), covered-ttl)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			w.at(at + ttl)
+		}
+		return w, nil
+	})
+}
+
+// firstAfter returns the time of the first entry of sub, an index whose
+// keys start with a time in ms, that is after ms.
+func firstAfter(snap kv.ReadTx, sub tuple.Subspace, ms int64) (int64, bool, error) {
+	kvs, err := snap.GetRange(kv.Range{Begin: rangeUpTo(sub, ms).End, End: sub.Range().End}, kv.RangeOptions{Limit: 1})
+	if err != nil || len(kvs) == 0 {
+		return 0, false, err
+	}
+	t, err := sub.Unpack(kvs[0].Key)
+	if err != nil {
+		return 0, false, err
+	}
+	at, ok := t[0].(int64)
+	if !ok {
+		return 0, false, fmt.Errorf("fdbq: malformed index entry %q", kvs[0].Key)
+	}
+	return at, true, nil
+}
+
+// Sweep runs one sweep over every type now. The jobs it skips are counted,
+// not errors; the error says which types it could not get through (the
+// store failed, or their settings do not decode), after trying them all.
 func (m *Monitor) Sweep(ctx context.Context) (SweepStats, error) {
 	var st SweepStats
-	// Settings only: the per-state counts Types adds are not needed here.
-	types, err := kv.ReadTransact(ctx, m.q.db, m.q.registry)
+	m.startSweep()
+	types, err := kv.ReadTransact(ctx, m.q.db, m.types)
 	if err != nil {
 		return st, err
 	}
 	var errs []error
 	for _, t := range types {
+		if t.err != nil {
+			errs = append(errs, t.err)
+			continue
+		}
 		if err := m.recycle(ctx, t.Name, t.Settings, &st); err != nil {
 			errs = append(errs, err)
 		}
@@ -170,6 +391,66 @@ func (m *Monitor) Sweep(ctx context.Context) (SweepStats, error) {
 		errs = append(errs, err)
 	}
 	return st, errors.Join(errs...)
+}
+
+// sweepType is a registered type as a sweep reads it: its settings, or
+// why they cannot be read.
+type sweepType struct {
+	TypeDef
+	err error
+}
+
+// types reads the registered types and their settings, as registry does
+// (not the per-state counts Types adds), but a type whose key or settings
+// do not decode comes with its error instead of failing the whole read,
+// so that it keeps the monitor from no other type.
+func (m *Monitor) types(tx kv.ReadTx) ([]sweepType, error) {
+	sub := m.q.k.types()
+	kvs, err := tx.GetRange(sub.Range(), kv.RangeOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]sweepType, 0, len(kvs))
+	for _, e := range kvs {
+		t, err := sub.Unpack(e.Key)
+		name, ok := "", false
+		if err == nil && len(t) == 1 {
+			name, ok = t[0].(string)
+		}
+		if !ok {
+			out = append(out, sweepType{err: fmt.Errorf("fdbq: malformed type key %q", e.Key)})
+			continue
+		}
+		s, err := decodeSettings(e.Value, name)
+		out = append(out, sweepType{TypeDef: TypeDef{Name: name, Settings: s}, err: err})
+	}
+	return out, nil
+}
+
+// startSweep numbers a new sweep and forgets the skipped entries that the
+// previous one did not skip (fixed, removed or done since).
+func (m *Monitor) startSweep() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.sweeps++
+	for k, n := range m.skipped {
+		if n+1 < m.sweeps {
+			delete(m.skipped, k)
+		}
+	}
+}
+
+// skip logs a job a sweep could not change, unless the previous sweep
+// skipped it too and logged it then (or before).
+func (m *Monitor) skip(typ string, key []byte, err error) {
+	m.mu.Lock()
+	_, known := m.skipped[string(key)]
+	m.skipped[string(key)] = m.sweeps
+	m.mu.Unlock()
+	if !known {
+		m.opts.Logger.Warn("fdbq: activity monitor cannot change a job and leaves it as it is; it tries again every sweep",
+			"type", typ, "err", err)
+	}
 }
 
 // batchSize and adapt implement the AIMD batch size.
@@ -206,7 +487,9 @@ func (m *Monitor) recycle(ctx context.Context, typ string, s TypeSettings, st *S
 		func(r *record) int64 { return r.ExpiresAt },
 		func(tx kv.Tx, id string, rec *record) (string, error) {
 			next := *rec
-			next.Error = "activity timeout: no heartbeat for " + s.ActivityTimeout.String()
+			// Cut to the room the job's data leaves, so that a job at
+			// the size limit can be taken back too.
+			next.setError("activity timeout: no heartbeat for " + s.ActivityTimeout.String())
 			next.LastLock = rec.Lock + ":recycle"
 			q.retryOrFail(&next, s)
 			if err := q.put(tx, typ, id, rec, &next); err != nil {
@@ -214,7 +497,7 @@ func (m *Monitor) recycle(ctx context.Context, typ string, s TypeSettings, st *S
 			}
 			return string(next.State), nil
 		})
-	st.add(typ, counts[string(Pending)]+counts[string(Finished)], counts[string(Finished)], 0)
+	st.add(typ, counts[string(Pending)]+counts[string(Finished)], counts[string(Finished)], 0, counts[skippedJob])
 	return err
 }
 
@@ -227,9 +510,12 @@ func (m *Monitor) expire(ctx context.Context, typ string, retention time.Duratio
 			q.drop(tx, typ, id, rec)
 			return "removed", nil
 		})
-	st.add(typ, 0, 0, counts["removed"])
+	st.add(typ, 0, 0, counts["removed"], counts[skippedJob])
 	return err
 }
+
+// skippedJob is what sweepIndex names a job it could not change.
+const skippedJob = "skipped"
 
 // sweepIndex works through the entries (time_ms, id) of one of a type's
 // time-ordered indexes, up to upTo(), in batches of the AIMD size, one
@@ -240,44 +526,73 @@ func (m *Monitor) expire(ctx context.Context, typ string, retention time.Duratio
 // Entries are read without conflicts; each one acted on gets a read
 // conflict, so monitors in several processes conflict only on the jobs
 // both took, and the retry finds them done.
+//
+// A job that cannot be changed, because its entry or record does not
+// decode or act fails for it, is skipped (named skippedJob, and logged)
+// and the batch goes on without it: act must therefore fail before it
+// writes anything, as put does (it encodes the record first). Each batch
+// starts after the last entry of the one before, since skipped entries
+// stay in the index: a sweep reads each entry once, and a batch of
+// entries it cannot act on does not make it read them again and again.
 func (m *Monitor) sweepIndex(ctx context.Context, typ string, sub tuple.Subspace, upTo func() int64, state State,
 	stamp func(*record) int64, act func(tx kv.Tx, id string, rec *record) (string, error)) (map[string]int, error) {
 	q := m.q
 	total := map[string]int{}
+	begin := sub.Range().Begin
 	for {
-		limit := upTo()
+		r := rangeUpTo(sub, upTo())
+		if r.Begin = begin; r.Empty() {
+			return total, nil // the clock went back past where this sweep got to
+		}
 		n := m.batchSize()
 		more := false
 		attempts := 0
 		var counts map[string]int
+		var last []byte
+		var skipped []skippedEntry
 		err := q.db.Transact(ctx, func(tx kv.Tx) error {
 			if attempts++; attempts > 1 {
 				n = m.shrinkForRetry()
 			}
 			counts = map[string]int{}
-			kvs, err := tx.Snapshot().GetRange(rangeUpTo(sub, limit), kv.RangeOptions{Limit: n})
+			skipped = skipped[:0]
+			kvs, err := tx.Snapshot().GetRange(r, kv.RangeOptions{Limit: n})
 			if err != nil {
 				return err
 			}
 			more = len(kvs) == n
+			if len(kvs) > 0 {
+				last = kvs[len(kvs)-1].Key
+			}
 			for _, e := range kvs {
-				t, err := sub.Unpack(e.Key)
-				if err != nil {
-					return err
+				at, id, ok := parseIndexEntry(sub, e.Key)
+				if !ok {
+					skipped = append(skipped, skippedEntry{e.Key, fmt.Errorf("fdbq: malformed index entry %q", e.Key)})
+					continue
 				}
-				at, _ := t[0].(int64)
-				id, _ := t[1].(string)
 				tx.AddReadConflictKey(e.Key)
-				rec, err := q.load(tx, typ, id)
+				b, err := tx.Get(q.k.job(typ, id))
 				if err != nil {
 					return err
 				}
-				if rec == nil || rec.State != state || stamp(rec) != at {
+				if b == nil {
+					continue
+				}
+				rec, err := decodeRecord(b, typ, id)
+				if err != nil {
+					skipped = append(skipped, skippedEntry{e.Key, err})
+					continue
+				}
+				if rec.State != state || stamp(rec) != at {
 					continue
 				}
 				what, err := act(tx, id, rec)
 				if err != nil {
-					return err
+					if !jobProblem(err) {
+						return err
+					}
+					skipped = append(skipped, skippedEntry{e.Key, fmt.Errorf("fdbq: job %s/%s: %w", typ, id, err)})
+					continue
 				}
 				counts[what]++
 			}
@@ -293,8 +608,42 @@ func (m *Monitor) sweepIndex(ctx context.Context, typ string, sub tuple.Subspace
 		for k, v := range counts {
 			total[k] += v
 		}
+		for _, e := range skipped {
+			m.skip(typ, e.key, e.err)
+		}
+		total[skippedJob] += len(skipped)
 		if !more {
 			return total, nil
 		}
+		begin = kv.KeyAfter(last)
 	}
+}
+
+// skippedEntry is an index entry whose job a sweep could not change, and
+// why.
+type skippedEntry struct {
+	key []byte
+	err error
+}
+
+// parseIndexEntry reads the time and id of an entry of sub, a
+// time-ordered index, or reports false when the key is not one fdbq
+// writes.
+func parseIndexEntry(sub tuple.Subspace, key []byte) (at int64, id string, ok bool) {
+	t, err := sub.Unpack(key)
+	if err != nil || len(t) != 2 {
+		return 0, "", false
+	}
+	at, ok1 := t[0].(int64)
+	id, ok2 := t[1].(string)
+	return at, id, ok1 && ok2
+}
+
+// jobProblem reports whether err, from changing one job in a sweep, is
+// that job's own problem (say, a record too large to store) rather than
+// the store's or the transaction's, which must end the batch.
+func jobProblem(err error) bool {
+	var ke *kv.Error
+	return !errors.As(err, &ke) && !errors.Is(err, kv.ErrClosed) &&
+		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }

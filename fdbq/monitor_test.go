@@ -337,7 +337,7 @@ func settleGoroutines(t *testing.T, base int) {
 }
 
 func TestMonitorStartStop(t *testing.T) {
-	q, _ := newQueue(t)
+	q, c := newQueue(t)
 	ctx := context.Background()
 	base := runtime.NumGoroutine()
 	swept := make(chan fdbq.SweepStats, 1)
@@ -356,6 +356,16 @@ func TestMonitorStartStop(t *testing.T) {
 	m.Start()
 	m.Start() // no second loop
 	recvWithin(t, swept, "a background sweep")
+	// The monitor sweeps again once something is due: a job left running
+	// past its deadline. The clock is the test's, so no timer of the
+	// monitor's sees it pass; the add after it makes the monitor read
+	// the deadlines again.
+	addJob(t, q, fdbq.NewJob{ID: "left"})
+	if ls := acceptNoWait(t, q, fdbq.AcceptOptions{}); len(ls) != 1 {
+		t.Fatalf("accepted %v", leaseIDsOf(ls))
+	}
+	c.Advance(activityTimeout + time.Millisecond)
+	addJob(t, q, fdbq.NewJob{ID: "after"})
 	recvWithin(t, swept, "a second background sweep")
 	if err := m.Stop(ctx); err != nil {
 		t.Fatal(err)

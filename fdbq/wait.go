@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"time"
 
 	"github.com/jobstage/jobstage/kv"
 )
@@ -19,7 +21,9 @@ type WaitResult struct {
 // does not exist, or ctx ends. It reads the jobs and, if some are not there
 // yet, watches the type's change key — bumped by every change to a job of
 // the type — in the same transaction, so no change between the read and
-// the watch is missed; it never polls.
+// the watch is missed; it never polls. A watch that fails with a
+// retryable error has it read again after a backoff; one that fails
+// otherwise (too_many_watches) ends it with that error.
 //
 // The results are in the order of ids.
 func (q *Queue) Wait(ctx context.Context, typ string, ids []string, state State) ([]WaitResult, error) {
@@ -33,6 +37,7 @@ func (q *Queue) Wait(ctx context.Context, typ string, ids []string, state State)
 			return nil, err
 		}
 	}
+	var rewatch watchRetry
 	for {
 		type snapshot struct {
 			results []WaitResult
@@ -67,15 +72,57 @@ func (q *Queue) Wait(ctx context.Context, typ string, ids []string, state State)
 		if s.watch == nil {
 			return s.results, nil
 		}
-		if err := s.watch.Wait(ctx); err != nil {
+		select {
+		case <-s.watch.Ready():
+		case <-ctx.Done():
 			s.watch.Cancel()
-			if ctxErr := ctx.Err(); ctxErr != nil {
-				return nil, ctxErr
-			}
-			if !errors.Is(err, kv.ErrTransactionCancelled) {
-				return nil, err
-			}
+			return nil, ctx.Err()
 		}
+		if err := rewatch.after(ctx, s.watch, nil); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// watchRetry paces the reads of a blocked call (Accept, Wait) after its
+// watches failed.
+type watchRetry struct{ backoff time.Duration }
+
+// errWaitDeadline is what after answers when the call's own deadline came
+// during the backoff.
+var errWaitDeadline = errors.New("fdbq: wait deadline passed")
+
+// after is what a blocked call does once its watch w is ready. Fired, the
+// call reads again at once (nil). Failed with an error that means "read
+// again" (retryable, or the watch cancelled under it), it reads again
+// after a jittered backoff that doubles while its watches keep failing,
+// so that a watch that fails on every read does not turn the wait into a
+// loop of reads; errWaitDeadline when deadline (nil: none) comes first.
+// Failed otherwise (too_many_watches, a closed store), the call returns
+// the error: reading again would fail the same way, at once.
+func (r *watchRetry) after(ctx context.Context, w kv.Watch, deadline <-chan time.Time) error {
+	err := w.Wait(ctx)
+	if err == nil {
+		r.backoff = 0
+		return nil
+	}
+	w.Cancel()
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return ctxErr
+	}
+	if errors.Is(err, kv.ErrClosed) || !kv.IsRetryable(err) && !errors.Is(err, kv.ErrTransactionCancelled) {
+		return err
+	}
+	r.backoff = min(max(2*r.backoff, kv.DefaultInitialBackoff), kv.DefaultMaxBackoff)
+	t := time.NewTimer(r.backoff/2 + time.Duration(rand.Int64N(int64(r.backoff/2)+1)))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-deadline:
+		return errWaitDeadline
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

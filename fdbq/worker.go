@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jobstage/jobstage/kv"
 )
@@ -80,7 +81,10 @@ func (q *Queue) Heartbeat(ctx context.Context, tr kv.Transactor, l *Lease, o Hea
 // job was added again while it ran, it goes back to pending instead. It
 // fails with ErrHalt when the lock is gone; then nothing of the caller's
 // transaction may commit, and returning the error from the transactional
-// function ensures it does not.
+// function ensures it does not. A result that does not fit beside the
+// job's data and progress (MaxDataSize) fails with ErrDataTooLarge and
+// leaves the job running: the result is the caller's, and cutting it
+// would store something else. Fail the job instead, saying why.
 func (q *Queue) Finish(ctx context.Context, tr kv.Transactor, l *Lease, result json.RawMessage) error {
 	result, ok := canonicalJSON(result)
 	if !ok {
@@ -107,7 +111,9 @@ func (q *Queue) Finish(ctx context.Context, tr kv.Transactor, l *Lease, result j
 
 // Fail records a failed attempt. The job runs again after the retry
 // policy's backoff, or finishes with outcome failed when it has used its
-// attempts. It fails with ErrHalt when the lock is gone.
+// attempts. It fails with ErrHalt when the lock is gone. The cause becomes
+// the job's error, its end kept in the room the job's data, result and
+// progress leave under MaxDataSize, so that a job can always be failed.
 func (q *Queue) Fail(ctx context.Context, tr kv.Transactor, l *Lease, cause string) error {
 	return tr.Transact(ctx, func(tx kv.Tx) error {
 		rec, done, err := q.holding(tx, l, "fail")
@@ -119,7 +125,7 @@ func (q *Queue) Fail(ctx context.Context, tr kv.Transactor, l *Lease, cause stri
 			return err
 		}
 		next := *rec
-		next.Error = truncateError(cause)
+		next.setError(cause)
 		next.LastLock = l.Lock + ":fail"
 		q.retryOrFail(&next, s)
 		return q.put(tx, l.Type, l.ID, rec, &next)
@@ -205,14 +211,52 @@ func (q *Queue) Release(ctx context.Context, tr kv.Transactor, leases []*Lease) 
 	})
 }
 
+// maxErrorLen bounds a job's error whatever room its record has left.
 const maxErrorLen = 16 << 10
 
-// truncateError keeps the end of a long error (a stack's tail says most),
-// as valid UTF-8: the cut may fall inside a character, and a cause may
-// carry any bytes.
-func truncateError(s string) string {
-	if len(s) > maxErrorLen {
-		s = "…" + s[len(s)-maxErrorLen:]
+// truncatedMark begins an error that was cut.
+const truncatedMark = "…"
+
+// setError stores msg as the record's error, cut to fit. The error is what
+// jobstage adds to a record (a worker's cause, the monitor's timeout), not
+// the caller's data, so it gets the room data, result and progress leave
+// under MaxDataSize, down to none: failing the transition instead would
+// leave a job at the limit running for good, its worker unable to fail it
+// and the monitor unable to take it back.
+func (r *record) setError(msg string) {
+	room := MaxDataSize - len(r.Data) - len(r.Result) - len(r.Progress)
+	r.Error = truncateError(msg, min(room, maxErrorLen))
+}
+
+// truncateError returns s as valid UTF-8 (a cause may carry any bytes) in
+// at most limit bytes: a longer one keeps its end (a stack's tail says
+// most) after truncatedMark, cut on a character boundary; with no room
+// for more than the mark, nothing.
+func truncateError(s string, limit int) string {
+	cut := false
+	if len(s) > limit {
+		// Only the end can be kept, so only the end is made valid, not
+		// all of a cause that may run to megabytes.
+		i := len(s) - max(limit, 0)
+		for n := 0; n < utf8.UTFMax-1 && i < len(s) && !utf8.RuneStart(s[i]); n++ {
+			i++
+		}
+		s, cut = s[i:], true
 	}
-	return strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.ToValidUTF8(s, "\uFFFD") // may lengthen s
+	if !cut && len(s) <= limit {
+		return s
+	}
+	keep := limit - len(truncatedMark)
+	if keep <= 0 {
+		return ""
+	}
+	if len(s) > keep {
+		i := len(s) - keep
+		for i < len(s) && !utf8.RuneStart(s[i]) {
+			i++
+		}
+		s = s[i:]
+	}
+	return truncatedMark + s
 }
