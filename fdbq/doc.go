@@ -75,6 +75,8 @@
 //	(P, 9, claim_ms, lock)                JSON list of ids: what one Accept took, so that a retry
 //	                                      after commit_unknown_result returns the same jobs; the
 //	                                      monitor deletes claims older than ClaimTTL
+//	(P, 10)                               int64 LE, atomic add: bumped when a type is registered or
+//	                                      its settings change; an idle monitor watches it
 //
 // Every state change goes through one function that rewrites the record
 // and moves its index entry and counters together, so the indexes never

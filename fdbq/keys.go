@@ -22,6 +22,7 @@ const (
 	tagCount    = 7
 	tagType     = 8
 	tagClaim    = 9
+	tagRegistry = 10
 )
 
 // keys builds the queue's keys under one prefix.
@@ -165,6 +166,10 @@ func (k keys) count(typ string, s State) []byte {
 func (k keys) typ(name string) []byte { return k.root.MustPack(tuple.Tuple{tagType, name}) }
 
 func (k keys) types() tuple.Subspace { return k.root.Sub(tagType) }
+
+// registry is bumped whenever a type is registered or its settings change,
+// so an idle monitor learns of new types from a watch.
+func (k keys) registry() []byte { return k.root.MustPack(tuple.Tuple{tagRegistry}) }
 
 func (k keys) claim(ms int64, lock string) []byte {
 	return k.root.MustPack(tuple.Tuple{tagClaim, ms, lock})

@@ -149,8 +149,9 @@ func (m *Monitor) Stop(ctx context.Context) error {
 // loop sweeps, then waits until a sweep has something to do: the first
 // deadline of the store's indexes (a running job's activity deadline, a
 // finished job's retention, a claim's ClaimTTL) or a change that can bring
-// an earlier one. While nothing is due and nothing changes it makes no
-// transactions but a read every registryRecheck.
+// an earlier one (a job's change, a type's watch key, the registry key that
+// registering a type bumps). While nothing is due and nothing changes it
+// makes no transactions at all.
 func (m *Monitor) loop(ctx context.Context, done chan struct{}) {
 	defer close(done)
 	// failures counts the rounds in a row that failed; each doubles the
@@ -198,11 +199,6 @@ func (m *Monitor) loop(ctx context.Context, done chan struct{}) {
 	}
 }
 
-// registryRecheck bounds an idle monitor's wait: no key changes when a type
-// is registered, so a type registered since the monitor last read the
-// registry has no watch, and only a read finds it.
-const registryRecheck = time.Minute
-
 // pause waits before the monitor's next read of the store: the interval,
 // jittered by up to half of it so that monitors in several processes
 // spread out and so that changes in a busy store make one read an
@@ -226,8 +222,7 @@ func (m *Monitor) pause(ctx context.Context, failures int) bool {
 }
 
 // idle waits until the first deadline after covered passes (true: sweep),
-// or until a change or registryRecheck calls for reading the deadlines
-// again (false).
+// or until a change calls for reading the deadlines again (false).
 func (m *Monitor) idle(ctx context.Context, covered int64) (bool, error) {
 	w, err := m.nextDue(ctx, covered)
 	if err != nil {
@@ -244,8 +239,6 @@ func (m *Monitor) idle(ctx context.Context, covered int64) (bool, error) {
 		defer t.Stop()
 		timer = t.C
 	}
-	recheck := time.NewTimer(max(registryRecheck, m.opts.Interval))
-	defer recheck.Stop()
 	fired := make(chan kv.Watch, 1)
 	for _, wt := range w.watches {
 		// Each goroutine ends when its watch is ready: fired, failed, or
@@ -263,8 +256,6 @@ func (m *Monitor) idle(ctx context.Context, covered int64) (bool, error) {
 		return false, ctx.Err()
 	case <-timer:
 		return true, nil
-	case <-recheck.C:
-		return false, nil
 	case wt := <-fired:
 		return false, wt.Wait(ctx)
 	}
@@ -307,6 +298,9 @@ func (m *Monitor) nextDue(ctx context.Context, covered int64) (*monitorWait, err
 		if err != nil {
 			return nil, err
 		}
+		// A type registered or changed (a shorter retention) after this
+		// read bumps the registry key.
+		w.watches = append(w.watches, tx.Watch(q.k.registry()))
 		for _, t := range types {
 			w.watches = append(w.watches, tx.Watch(q.k.change(t.Name)), tx.Watch(q.k.watch(t.Name)))
 			// A sweep recycles the jobs whose deadline is before its now.

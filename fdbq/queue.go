@@ -160,8 +160,10 @@ func (q *Queue) SetType(ctx context.Context, tr kv.Transactor, name string, s Ty
 	}
 	return tr.Transact(ctx, func(tx kv.Tx) error {
 		tx.Set(q.k.typ(name), b)
-		// Acceptors waiting on a paused type wake up on the watch key.
+		// Acceptors waiting on a paused type wake up on the watch key, an
+		// idle monitor on the registry key.
 		tx.Add(q.k.watch(name), 1)
+		tx.Add(q.k.registry(), 1)
 		return nil
 	})
 }

@@ -432,3 +432,42 @@ func TestSpinWatchFailsRetryably(t *testing.T) {
 		})
 	}
 }
+
+// An idle monitor learns of a type registered after it went idle from the
+// registry key, not from a periodic read: a job of the new type whose
+// worker died is taken back soon after its deadline, and while nothing
+// changes the monitor makes no transactions at all.
+func TestSpinMonitorSeesNewType(t *testing.T) {
+	q := newRealClockQueue(t, embedded.Options{})
+	ctx := context.Background()
+	mq, _ := hookedQueue(q, nil)
+	swept, recycled := make(chan struct{}), make(chan struct{})
+	var first, took sync.Once
+	m := fdbq.NewMonitor(mq, fdbq.MonitorOptions{
+		Interval: 10 * time.Millisecond,
+		OnSweep: func(st fdbq.SweepStats) {
+			first.Do(func() { close(swept) })
+			if st.Recycled > 0 {
+				took.Do(func() { close(recycled) })
+			}
+		},
+	})
+	m.Start()
+	defer m.Stop(ctx)
+	recvWithin(t, swept, "the first sweep")
+	quietTransactions(t, mq.DB(), "monitor of a store with nothing running")
+
+	s := fdbq.DefaultTypeSettings()
+	s.ActivityTimeout = 100 * time.Millisecond
+	if err := q.SetType(ctx, q.DB(), "late", s); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Add(ctx, q.DB(), fdbq.NewJob{Type: "late", ID: "j"}); err != nil {
+		t.Fatal(err)
+	}
+	ls, err := q.Accept(ctx, "late", fdbq.AcceptOptions{})
+	if err != nil || len(ls) != 1 {
+		t.Fatalf("accept: %v %v", leaseIDsOf(ls), err)
+	}
+	recvWithin(t, recycled, "the monitor taking back a job of a type registered while it was idle")
+}
