@@ -186,6 +186,11 @@ func (q *Queue) add(tx kv.Tx, j NewJob, now int64, token string, again bool) (*J
 		rec.Resubmit, rec.ResubmitAt = true, sched
 	}
 	rec.LastAdd = token
+	if rec.Error != "" {
+		// New data may leave less room for the error of an earlier
+		// attempt, which is jobstage's own text: cut it, not the add.
+		rec.setError(rec.Error)
+	}
 	if err := q.put(tx, j.Type, j.ID, old, &rec); err != nil {
 		return nil, err
 	}

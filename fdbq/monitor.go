@@ -21,8 +21,11 @@ type MonitorOptions struct {
 	// so that monitors in several processes spread out, and reads the
 	// store at most about once an Interval however often jobs change. In
 	// between it waits on watches and a timer: while nothing is due and
-	// nothing changes it makes no transactions (but a read a minute, to
-	// find types registered meanwhile). Default 1 s.
+	// nothing changes it makes no transactions. The timer runs on real
+	// time: with an injected clock (Options.Now) the monitor learns that
+	// the clock moved from the next change, or from a Sweep call. An entry
+	// a sweep could not act on (a corrupt record) has it sweep every
+	// Interval while it lasts. Default 1 s.
 	Interval time.Duration
 	// ClaimTTL: accept claims (see Accept) older than this are deleted.
 	// Default 5 min.
@@ -159,16 +162,11 @@ func (m *Monitor) loop(ctx context.Context, done chan struct{}) {
 	// every interval.
 	failures := 0
 	sweep := true
-	// covered is the queue's time when the last sweep that went through
-	// began: the entries due by then that are still there are ones it
-	// skipped, which must not make every later round sweep again.
-	var covered int64
 	for {
 		if !m.pause(ctx, failures) {
 			return
 		}
 		if sweep {
-			start := m.q.nowMs()
 			st, err := m.Sweep(ctx)
 			if err != nil && ctx.Err() == nil {
 				m.opts.Logger.Warn("fdbq: activity monitor sweep failed", "err", err)
@@ -176,14 +174,15 @@ func (m *Monitor) loop(ctx context.Context, done chan struct{}) {
 			if m.opts.OnSweep != nil {
 				m.opts.OnSweep(st)
 			}
-			if err != nil {
+			if err != nil && !onlyTypeErrors(err) {
+				// The store failed; a type whose settings do not decode
+				// is no reason to slow the monitor for the others.
 				failures++
 				continue
 			}
-			covered = start
 		}
 		var err error
-		sweep, err = m.idle(ctx, covered)
+		sweep, err = m.idle(ctx)
 		if ctx.Err() != nil {
 			return
 		}
@@ -221,10 +220,15 @@ func (m *Monitor) pause(ctx context.Context, failures int) bool {
 	}
 }
 
-// idle waits until the first deadline after covered passes (true: sweep),
-// or until a change calls for reading the deadlines again (false).
-func (m *Monitor) idle(ctx context.Context, covered int64) (bool, error) {
-	w, err := m.nextDue(ctx, covered)
+// idle waits until the first deadline passes (true: sweep), or until a
+// change calls for reading the deadlines again (false). Every entry of the
+// indexes counts, also one a sweep skipped (a record it cannot read): such
+// an entry has the monitor sweep every interval while it lasts, which is
+// the price of never trusting the clock to say that an entry was seen
+// before (an accept that read the clock before a sweep can commit after
+// it, and clocks step back).
+func (m *Monitor) idle(ctx context.Context) (bool, error) {
+	w, err := m.nextDue(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -280,12 +284,13 @@ func (w *monitorWait) cancel() {
 	}
 }
 
-// nextDue reads, in one transaction, the first deadline after covered of
-// every index a sweep works through, and watches what can bring an earlier
-// one: for every type its change key (a job accepted, heartbeated or
-// finished) and its watch key (its settings, retention among them,
-// changed).
-func (m *Monitor) nextDue(ctx context.Context, covered int64) (*monitorWait, error) {
+// nextDue reads, in one transaction, the first deadline of the indexes,
+// and watches what can bring an earlier one: each type's change key
+// (every change to one of its jobs: an accept, a heartbeat, a finish) and
+// the registry key (a type registered, or its settings changed). One watch
+// a type, so the monitor leaves most of the store's watches to acceptors
+// and waiters.
+func (m *Monitor) nextDue(ctx context.Context) (*monitorWait, error) {
 	q := m.q
 	var w *monitorWait
 	return kv.Transact(ctx, q.db, func(tx kv.Tx) (*monitorWait, error) {
@@ -294,17 +299,18 @@ func (m *Monitor) nextDue(ctx context.Context, covered int64) (*monitorWait, err
 		}
 		w = &monitorWait{}
 		snap := tx.Snapshot()
-		types, err := q.registry(snap)
+		types, err := m.types(snap)
 		if err != nil {
 			return nil, err
 		}
-		// A type registered or changed (a shorter retention) after this
-		// read bumps the registry key.
 		w.watches = append(w.watches, tx.Watch(q.k.registry()))
 		for _, t := range types {
-			w.watches = append(w.watches, tx.Watch(q.k.change(t.Name)), tx.Watch(q.k.watch(t.Name)))
+			if t.err != nil {
+				continue // not swept; its settings are reported by Sweep
+			}
+			w.watches = append(w.watches, tx.Watch(q.k.change(t.Name)))
 			// A sweep recycles the jobs whose deadline is before its now.
-			at, ok, err := firstAfter(snap, q.k.activeType(t.Name), covered-1)
+			at, ok, err := firstEntry(snap, q.k.activeType(t.Name))
 			if err != nil {
 				return nil, err
 			}
@@ -313,7 +319,7 @@ func (m *Monitor) nextDue(ctx context.Context, covered int64) (*monitorWait, err
 			}
 			if t.Settings.Retention > 0 {
 				r := t.Settings.Retention.Milliseconds()
-				at, ok, err := firstAfter(snap, q.k.finishedType(t.Name), covered-r)
+				at, ok, err := firstEntry(snap, q.k.finishedType(t.Name))
 				if err != nil {
 					return nil, err
 				}
@@ -323,7 +329,7 @@ func (m *Monitor) nextDue(ctx context.Context, covered int64) (*monitorWait, err
 			}
 		}
 		ttl := m.opts.ClaimTTL.Milliseconds()
-		at, ok, err := firstAfter(snap, q.k.claims(), covered-ttl)
+		at, ok, err := firstEntry(snap, q.k.claims())
 		if err != nil {
 			return nil, err
 		}
@@ -334,18 +340,19 @@ func (m *Monitor) nextDue(ctx context.Context, covered int64) (*monitorWait, err
 	})
 }
 
-// firstAfter returns the time of the first entry of sub, an index whose
-// keys start with a time in ms, that is after ms.
-func firstAfter(snap kv.ReadTx, sub tuple.Subspace, ms int64) (int64, bool, error) {
-	kvs, err := snap.GetRange(kv.Range{Begin: rangeUpTo(sub, ms).End, End: sub.Range().End}, kv.RangeOptions{Limit: 1})
+// firstEntry returns the time of the first entry of sub, an index whose
+// keys start with a time in ms.
+func firstEntry(snap kv.ReadTx, sub tuple.Subspace) (int64, bool, error) {
+	kvs, err := snap.GetRange(sub.Range(), kv.RangeOptions{Limit: 1})
 	if err != nil || len(kvs) == 0 {
 		return 0, false, err
 	}
 	t, err := sub.Unpack(kvs[0].Key)
-	if err != nil {
-		return 0, false, err
+	var at int64
+	ok := err == nil && len(t) > 0
+	if ok {
+		at, ok = t[0].(int64)
 	}
-	at, ok := t[0].(int64)
 	if !ok {
 		return 0, false, fmt.Errorf("fdbq: malformed index entry %q", kvs[0].Key)
 	}
@@ -365,7 +372,7 @@ func (m *Monitor) Sweep(ctx context.Context) (SweepStats, error) {
 	var errs []error
 	for _, t := range types {
 		if t.err != nil {
-			errs = append(errs, t.err)
+			errs = append(errs, &typeError{t.err})
 			continue
 		}
 		if err := m.recycle(ctx, t.Name, t.Settings, &st); err != nil {
@@ -385,6 +392,28 @@ func (m *Monitor) Sweep(ctx context.Context) (SweepStats, error) {
 		errs = append(errs, err)
 	}
 	return st, errors.Join(errs...)
+}
+
+// typeError is a sweep's error about one type's key or settings: what the
+// store holds causes it, not a failure of the store, so the monitor does
+// not slow down for it.
+type typeError struct{ err error }
+
+func (e *typeError) Error() string { return e.err.Error() }
+func (e *typeError) Unwrap() error { return e.err }
+
+// onlyTypeErrors reports whether every error err joins is a typeError.
+func onlyTypeErrors(err error) bool {
+	var te *typeError
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if !errors.As(e, &te) {
+				return false
+			}
+		}
+		return true
+	}
+	return errors.As(err, &te)
 }
 
 // sweepType is a registered type as a sweep reads it: its settings, or
