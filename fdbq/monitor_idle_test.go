@@ -52,6 +52,26 @@ func (l *sweepLog) on(st fdbq.SweepStats) {
 
 var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 
+// startMonitor starts a monitor of q (Interval 10 ms unless o says, no
+// log output), stopped when the test ends, waits for its first sweep and
+// returns the record of its sweeps.
+func startMonitor(t *testing.T, q *fdbq.Queue, o fdbq.MonitorOptions) *sweepLog {
+	t.Helper()
+	l := newSweepLog()
+	if o.Interval == 0 {
+		o.Interval = 10 * time.Millisecond
+	}
+	if o.Logger == nil {
+		o.Logger = quietLog
+	}
+	o.OnSweep = l.on
+	m := fdbq.NewMonitor(q, o)
+	m.Start()
+	t.Cleanup(func() { m.Stop(context.Background()) })
+	recvWithin(t, l.swept, "the monitor's first sweep")
+	return l
+}
+
 // An accept whose attempt read the clock before a sweep began and
 // committed after it writes a deadline earlier than that sweep: the
 // monitor must still take the job back once its worker is gone.
@@ -73,11 +93,7 @@ func TestMonitorIdleSlowAcceptCommit(t *testing.T) {
 	out := acceptInBackground(ctx, hq, "email", fdbq.AcceptOptions{})
 	<-inCommit
 	<-time.After(150 * time.Millisecond) // the job's deadline passes before its accept commits
-	l := newSweepLog()
-	m := fdbq.NewMonitor(q, fdbq.MonitorOptions{Interval: 10 * time.Millisecond, ClaimTTL: time.Hour, Logger: quietLog, OnSweep: l.on})
-	m.Start()
-	defer m.Stop(ctx)
-	recvWithin(t, l.swept, "the first sweep, which begins after the job's deadline")
+	l := startMonitor(t, q, fdbq.MonitorOptions{ClaimTTL: time.Hour})
 	close(release)
 	if got := recvWithin(t, out, "the accept"); got.err != nil || len(got.leases) != 1 {
 		t.Fatalf("accept %v %v", leaseIDsOf(got.leases), got.err)
@@ -95,11 +111,7 @@ func TestMonitorIdleClockStepsBack(t *testing.T) {
 	if err := q.SetType(ctx, q.DB(), "email", s); err != nil {
 		t.Fatal(err)
 	}
-	l := newSweepLog()
-	m := fdbq.NewMonitor(q, fdbq.MonitorOptions{Interval: 10 * time.Millisecond, ClaimTTL: time.Minute, Logger: quietLog, OnSweep: l.on})
-	m.Start()
-	defer m.Stop(ctx)
-	recvWithin(t, l.swept, "the first sweep")
+	l := startMonitor(t, q, fdbq.MonitorOptions{ClaimTTL: time.Minute})
 	c.Advance(-10 * time.Minute)
 	addJob(t, q, fdbq.NewJob{ID: "a"})
 	if ls := acceptNoWait(t, q, fdbq.AcceptOptions{}); len(ls) != 1 {
@@ -128,11 +140,7 @@ func TestMonitorIdleRetentionShortened(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-time.After(300 * time.Millisecond) // the job's age
-	l := newSweepLog()
-	m := fdbq.NewMonitor(q, fdbq.MonitorOptions{Interval: 10 * time.Millisecond, Logger: quietLog, OnSweep: l.on})
-	m.Start()
-	defer m.Stop(ctx)
-	recvWithin(t, l.swept, "the first sweep")
+	l := startMonitor(t, q, fdbq.MonitorOptions{})
 	s.Retention = 200 * time.Millisecond
 	if err := q.SetType(ctx, q.DB(), "email", s); err != nil {
 		t.Fatal(err)
@@ -156,11 +164,7 @@ func TestMonitorIdleCorruptTypeDoesNotSlowOthers(t *testing.T) {
 		t.Fatal(err)
 	}
 	const interval = 200 * time.Millisecond // backed off 64 times: 12.8 s
-	l := newSweepLog()
-	m := fdbq.NewMonitor(q, fdbq.MonitorOptions{Interval: interval, Logger: quietLog, OnSweep: l.on})
-	m.Start()
-	defer m.Stop(ctx)
-	recvWithin(t, l.swept, "the first sweep")
+	l := startMonitor(t, q, fdbq.MonitorOptions{Interval: interval})
 	// Long enough for a monitor that counted the corrupt type as a failed
 	// round to have backed off several times.
 	<-time.After(2 * time.Second)
@@ -189,11 +193,7 @@ func TestMonitorIdleLeavesWatches(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	l := newSweepLog()
-	m := fdbq.NewMonitor(q, fdbq.MonitorOptions{Interval: 10 * time.Millisecond, Logger: quietLog, OnSweep: l.on})
-	m.Start()
-	defer m.Stop(ctx)
-	recvWithin(t, l.swept, "the first sweep")
+	startMonitor(t, q, fdbq.MonitorOptions{})
 	quietTransactions(t, q.DB(), "idle monitor of 10 types")
 	actx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()

@@ -309,20 +309,7 @@ func TestSpinMonitorIdle(t *testing.T) {
 	}
 
 	mq, _ := hookedQueue(q, nil)
-	swept, recycled := make(chan struct{}), make(chan struct{})
-	var first, took sync.Once
-	m := fdbq.NewMonitor(mq, fdbq.MonitorOptions{
-		Interval: 10 * time.Millisecond,
-		OnSweep: func(st fdbq.SweepStats) {
-			first.Do(func() { close(swept) })
-			if st.Recycled > 0 {
-				took.Do(func() { close(recycled) })
-			}
-		},
-	})
-	m.Start()
-	defer m.Stop(ctx)
-	recvWithin(t, swept, "the first sweep")
+	l := startMonitor(t, mq, fdbq.MonitorOptions{})
 	quietTransactions(t, mq.DB(), "monitor with every deadline far off")
 
 	// A job with a short activity timeout, accepted and left: the monitor
@@ -336,7 +323,7 @@ func TestSpinMonitorIdle(t *testing.T) {
 	if ls := acceptNoWait(t, q, fdbq.AcceptOptions{}); len(ls) != 1 || ls[0].ID != "short" {
 		t.Fatalf("accepted %v", leaseIDsOf(ls))
 	}
-	recvWithin(t, recycled, "the monitor taking back the job past its deadline")
+	recvWithin(t, l.recycled, "the monitor taking back the job past its deadline")
 	stateIs(t, q, "short", fdbq.Pending)
 	for i := range 3 {
 		stateIs(t, q, fmt.Sprintf("run%d", i), fdbq.Running)
@@ -441,20 +428,7 @@ func TestSpinMonitorSeesNewType(t *testing.T) {
 	q := newRealClockQueue(t, embedded.Options{})
 	ctx := context.Background()
 	mq, _ := hookedQueue(q, nil)
-	swept, recycled := make(chan struct{}), make(chan struct{})
-	var first, took sync.Once
-	m := fdbq.NewMonitor(mq, fdbq.MonitorOptions{
-		Interval: 10 * time.Millisecond,
-		OnSweep: func(st fdbq.SweepStats) {
-			first.Do(func() { close(swept) })
-			if st.Recycled > 0 {
-				took.Do(func() { close(recycled) })
-			}
-		},
-	})
-	m.Start()
-	defer m.Stop(ctx)
-	recvWithin(t, swept, "the first sweep")
+	l := startMonitor(t, mq, fdbq.MonitorOptions{})
 	quietTransactions(t, mq.DB(), "monitor of a store with nothing running")
 
 	s := fdbq.DefaultTypeSettings()
@@ -469,5 +443,5 @@ func TestSpinMonitorSeesNewType(t *testing.T) {
 	if err != nil || len(ls) != 1 {
 		t.Fatalf("accept: %v %v", leaseIDsOf(ls), err)
 	}
-	recvWithin(t, recycled, "the monitor taking back a job of a type registered while it was idle")
+	recvWithin(t, l.recycled, "the monitor taking back a job of a type registered while it was idle")
 }

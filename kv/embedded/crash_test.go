@@ -51,54 +51,12 @@ func crashKeyB(n int) []byte { return fmt.Appendf(nil, "b/%09d", n) }
 
 var crashCounter = []byte("counter")
 
-// crashChildLoad commits forever from 16 goroutines; each transaction
-// writes two keys and bumps a counter, and is printed once acknowledged.
-func crashChildLoad(dir string, first int) {
-	st, err := embedded.Open(dir, embedded.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	db := kv.NewDB(st, kv.Options{})
-	out := bufio.NewWriter(os.Stdout)
-	var mu sync.Mutex
-	next := first
-	var wg sync.WaitGroup
-	for g := 0; g < 16; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				mu.Lock()
-				n := next
-				next++
-				mu.Unlock()
-				value := bytes.Repeat([]byte{byte(n)}, 200)
-				err := db.Transact(context.Background(), func(tx kv.Tx) error {
-					tx.Set(crashKeyA(n), value)
-					tx.Set(crashKeyB(n), value)
-					tx.Add(crashCounter, 1)
-					return nil
-				})
-				if err != nil {
-					fmt.Fprintln(os.Stderr, err)
-					os.Exit(2)
-				}
-				mu.Lock()
-				fmt.Fprintf(out, "%d\n", n)
-				out.Flush()
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-}
-
-// crashChildNoSync commits forever from 16 goroutines on a NoSync store;
-// each transaction writes one key whose value is its versionstamp and
-// bumps a counter, and is printed with its versionstamp once acknowledged.
-func crashChildNoSync(dir string, first int) {
-	st, err := embedded.Open(dir, embedded.Options{NoSync: true})
+// crashChild commits forever from 16 goroutines on the store in dir: each
+// takes the next number from first on, commits it with commit and prints
+// the line commit returns once the commit is acknowledged. Any error ends
+// the process with status 2.
+func crashChild(dir string, opts embedded.Options, first int, commit func(db *kv.DB, n int) (string, error)) {
+	st, err := embedded.Open(dir, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -114,29 +72,51 @@ func crashChildNoSync(dir string, first int) {
 				n := next
 				next++
 				mu.Unlock()
-				var f *kv.Future[kv.Versionstamp]
-				err := db.Transact(context.Background(), func(tx kv.Tx) error {
-					tx.SetVersionstampedValue(crashKeyA(n), make([]byte, 14))
-					tx.Add(crashCounter, 1)
-					f = tx.Versionstamp()
-					return nil
-				})
-				var vs kv.Versionstamp
-				if err == nil {
-					vs, err = f.Get(context.Background())
-				}
+				line, err := commit(db, n)
 				if err != nil {
 					fmt.Fprintln(os.Stderr, err)
 					os.Exit(2)
 				}
 				mu.Lock()
-				fmt.Fprintf(out, "%d %x\n", n, vs)
+				fmt.Fprintln(out, line)
 				out.Flush()
 				mu.Unlock()
 			}
 		}()
 	}
 	select {}
+}
+
+// crashChildLoad: each transaction writes two keys and bumps a counter.
+func crashChildLoad(dir string, first int) {
+	crashChild(dir, embedded.Options{}, first, func(db *kv.DB, n int) (string, error) {
+		value := bytes.Repeat([]byte{byte(n)}, 200)
+		return strconv.Itoa(n), db.Transact(context.Background(), func(tx kv.Tx) error {
+			tx.Set(crashKeyA(n), value)
+			tx.Set(crashKeyB(n), value)
+			tx.Add(crashCounter, 1)
+			return nil
+		})
+	})
+}
+
+// crashChildNoSync: on a NoSync store, each transaction writes one key
+// whose value is its versionstamp and bumps a counter; the line carries
+// the versionstamp.
+func crashChildNoSync(dir string, first int) {
+	crashChild(dir, embedded.Options{NoSync: true}, first, func(db *kv.DB, n int) (string, error) {
+		var f *kv.Future[kv.Versionstamp]
+		if err := db.Transact(context.Background(), func(tx kv.Tx) error {
+			tx.SetVersionstampedValue(crashKeyA(n), make([]byte, 14))
+			tx.Add(crashCounter, 1)
+			f = tx.Versionstamp()
+			return nil
+		}); err != nil {
+			return "", err
+		}
+		vs, err := f.Get(context.Background())
+		return fmt.Sprintf("%d %x", n, vs), err
+	})
 }
 
 // TestCrashNoSync: a NoSync store killed with -9 may lose acknowledged
