@@ -365,6 +365,7 @@ func (q *Queue) acceptTx(tx kv.Tx, typ string, o AcceptOptions, lock string, cla
 		next.Attempts++
 		next.StartedAt, next.HeartbeatAt = now, now
 		next.ExpiresAt = now + s.ActivityTimeout.Milliseconds()
+		next.renew = true
 		next.Error = ""
 		// A new lock: an exit recorded by an earlier lock must not let that
 		// lock's late retries pass as idempotent replays.

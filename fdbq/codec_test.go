@@ -17,7 +17,7 @@ func sampleRecords() []*record {
 			Lock: "0123456789abcdef0123456789abcdef", LastAdd: "fedcba9876543210fedcba9876543210",
 			AddedAt: 1_700_000_000_000, ScheduledAt: 1_700_000_000_001, StartedAt: 1_700_000_000_002,
 			HeartbeatAt: 1_700_000_000_003, ExpiresAt: 1_700_000_030_003, Progress: json.RawMessage(`[1,2]`),
-			Resubmit: true, ResubmitAt: -5, Error: "héllo ✓",
+			Resubmit: true, ResubmitAt: -5, Error: "héllo ✓", ActiveVersion: 1<<40 + 7,
 			Retry: &RetryPolicy{MaxAttempts: 3, Backoff: Linear, Base: time.Second, Max: time.Hour},
 		},
 		{
@@ -35,7 +35,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("record %d: encode: %v", i, err)
 		}
-		if b[0] != formatBinary1 {
+		if b[0] != formatBinary2 {
 			t.Fatalf("record %d: format byte 0x%02x", i, b[0])
 		}
 		got, err := decodeRecord(b, "t", "id")
@@ -54,6 +54,32 @@ func TestRecordRoundTrip(t *testing.T) {
 	}
 }
 
+// Records of format 1 (before the active version) are still read, and a
+// running one is known as legacy: its activity entry is keyed by deadline.
+func TestRecordReadsFormat1(t *testing.T) {
+	for i, r := range sampleRecords() {
+		want := *r
+		want.ActiveVersion = 0
+		b, err := want.encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Format 1 is format 2 without the active version, a zero varint.
+		if b[len(b)-1] != 0 {
+			t.Fatalf("record %d: format 2 does not end with the active version", i)
+		}
+		b = append([]byte{formatBinary1}, b[1:len(b)-1]...)
+		got, err := decodeRecord(b, "t", "id")
+		if err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+		want.legacy = r.State == Running
+		if !reflect.DeepEqual(got, &want) {
+			t.Fatalf("record %d: from format 1\n got %+v\nwant %+v", i, got, &want)
+		}
+	}
+}
+
 // Records stored as JSON by earlier versions are still read.
 func TestRecordReadsJSON(t *testing.T) {
 	for i, r := range sampleRecords() {
@@ -65,14 +91,21 @@ func TestRecordReadsJSON(t *testing.T) {
 		if err != nil {
 			t.Fatalf("record %d: %v", i, err)
 		}
-		if !reflect.DeepEqual(got, r) {
-			t.Fatalf("record %d: from JSON\n got %+v\nwant %+v", i, got, r)
+		// A running job of an earlier version has a deadline-keyed
+		// activity entry, and no active version.
+		if got.legacy != (r.State == Running) {
+			t.Fatalf("record %d (%s): legacy %v", i, r.State, got.legacy)
+		}
+		want := *r
+		want.ActiveVersion, want.legacy = 0, got.legacy
+		if !reflect.DeepEqual(got, &want) {
+			t.Fatalf("record %d: from JSON\n got %+v\nwant %+v", i, got, &want)
 		}
 	}
 }
 
 func TestRecordRefusesUnknown(t *testing.T) {
-	for _, b := range [][]byte{nil, {0x02, 1, 0, 0}, {formatBinary1, 9, 0, 0}, {formatBinary1, 1, 9, 0}} {
+	for _, b := range [][]byte{nil, {0x03, 1, 0, 0}, {formatBinary1, 9, 0, 0}, {formatBinary1, 1, 9, 0}, {formatBinary2, 9, 0, 0}} {
 		if _, err := decodeRecord(b, "t", "id"); err == nil {
 			t.Fatalf("% x decoded", b)
 		}
@@ -139,7 +172,7 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add([]byte(`{"s":"pending","ta":1,"ts":1}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := decodeRecord(b, "t", "id")
-		if err != nil || b[0] != formatBinary1 {
+		if err != nil || b[0] != formatBinary2 {
 			return
 		}
 		again, err := r.encode()

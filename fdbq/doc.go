@@ -66,8 +66,8 @@
 //	                                      the type's settings change; acceptors and the monitor watch it
 //	(P, 4, type)                          int64 LE, atomic add: bumped by every change to a job of
 //	                                      the type; Wait and the monitor watch it
-//	(P, 5, type, expires_ms, id)          ""   running jobs by activity deadline; the monitor scans
-//	                                      the entries before now
+//	(P, 5, type, expires_ms, id)          ""   running jobs by a deadline of the worker's clock, as
+//	                                      written before version 0x02 records; sweeps move them to (P, 12)
 //	(P, 6, type, finished_ms, id)         ""   finished jobs by finish time; retention sweeps them
 //	(P, 7, type, state)                   int64 LE, atomic add: jobs per state, for O(1) counts
 //	(P, 8, type)                          type settings: JSON (activity timeout, retry policy,
@@ -77,18 +77,56 @@
 //	                                      monitor deletes claims older than ClaimTTL
 //	(P, 10)                               int64 LE, atomic add: bumped when a type is registered or
 //	                                      its settings change; an idle monitor watches it
+//	(P, 12, type, read_version, id)       running jobs by the read version of the transaction that last
+//	                                      renewed them (Accept, Heartbeat); the value is that commit's
+//	                                      versionstamp (10 bytes) and the job's activity timeout (ms,
+//	                                      8 bytes big-endian); the record keeps the read version
 //
 // Every state change goes through one function that rewrites the record
 // and moves its index entry and counters together, so the indexes never
 // disagree with the records.
 //
-// couch_jobs finds stale jobs by versionstamps (an activity index keyed by
-// the versionstamp of each job's last update, compared after a timeout
-// with the type's activity versionstamp). fdbq keys the activity index by
-// deadline instead: a sweep is one range read of the entries before now,
-// each job can carry its own deadline, and tests drive it with an injected
-// clock. The cost is reliance on clocks agreeing within the activity
-// timeout, which scheduled times need anyway.
+// # Stale detection
+//
+// No wall clock decides that a running job is stale: not the worker's,
+// whose heartbeats may come from a machine whose clock is off, nor the
+// monitor's, which may be ahead (it would take back live jobs, and their
+// side effects would run twice) or behind (dead jobs would stay running).
+// The scheme is couch_jobs', which notes the type's activity versionstamp
+// and, one timeout later by its own timer, takes back the jobs not updated
+// since; fdbq compares with the read versions of the monitor's own
+// transactions instead, so that no key is written by every heartbeat.
+//
+//   - Accept and Heartbeat renew a job's activity: its entry in (P, 12) is
+//     keyed by their transaction's read version (known inside it, so the
+//     next renewal or the job's end clears it exactly, also within the
+//     same transaction) and holds the commit's versionstamp.
+//   - Each transaction of the monitor notes its read version v and then
+//     the time t of its own clock (MonitorOptions.Clock, monotonic): every
+//     commit at a version at most v had happened by t.
+//   - A sweep, beginning at time now, takes back a job whose entry's
+//     versionstamp is at most the v of a note with t at least the job's
+//     activity timeout before now, and whose entry, read in the sweep's
+//     transaction with a read conflict, is still the job's. Then no
+//     renewal committed from t to the sweep: the job had no activity for
+//     at least the timeout, measured by one clock. The range read stops at
+//     the versions after that note: an entry after it was renewed later.
+//
+// Safety needs only that the monitor's clock does not run fast; the clocks
+// of different machines may disagree by any amount, and jump. A monitor
+// that starts has no notes: it takes nothing back during its first
+// timeout. A dead job is taken back between its timeout and its timeout
+// plus about two of the monitor's Intervals after its last renewal (the
+// monitor learns of the renewal at its next transaction; an idle monitor
+// makes one when the renewal's change wakes it). The notes are kept about
+// a quarter Interval apart, for the longest timeout seen, at most 4096.
+// Scheduled times and retention still use the wall clock (a job scheduled
+// by a clock that is off runs early or late by the skew, nothing worse).
+//
+// Records written before this scheme (formats JSON and 0x01) have
+// deadline-keyed entries in (P, 5); a sweep moves each to (P, 12) as if
+// its job had heartbeated then, so such a job is taken back a timeout
+// after the upgrade unless its worker heartbeats.
 //
 // A sweep skips a job it cannot change, a record or index entry that does
 // not decode or a record that cannot be stored, and goes on with the rest

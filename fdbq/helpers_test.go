@@ -50,3 +50,28 @@ func newQueue(t testing.TB) (*fdbq.Queue, *clock) {
 	}
 	return q, c
 }
+
+// staleSweep sweeps as a monitor that noted the store's version and then,
+// by its own clock, saw no activity for longer than any timeout: it takes
+// back every job whose last renewal committed before the call, whatever
+// the queue's clock says. Its stats are those of both its sweeps.
+func staleSweep(ctx context.Context, q *fdbq.Queue, o fdbq.MonitorOptions) (fdbq.SweepStats, error) {
+	own := newClock()
+	o.Clock = own.Now
+	m := fdbq.NewMonitor(q, o)
+	// The second sweep's error says what the first's would.
+	first, _ := m.Sweep(ctx)
+	own.Advance(1000 * time.Hour)
+	st, err := m.Sweep(ctx)
+	st.Recycled += first.Recycled
+	st.Failed += first.Failed
+	st.Expired += first.Expired
+	for typ, f := range first.ByType {
+		s := st.ByType[typ]
+		s.Recycled += f.Recycled
+		s.Failed += f.Failed
+		s.Expired += f.Expired
+		st.ByType[typ] = s
+	}
+	return st, err
+}

@@ -106,7 +106,22 @@ type record struct {
 	StartedAt   int64           `json:"tst,omitempty"`
 	HeartbeatAt int64           `json:"th,omitempty"`
 	FinishedAt  int64           `json:"tf,omitempty"`
-	ExpiresAt   int64           `json:"tx,omitempty"` // running: activity deadline
+	ExpiresAt   int64           `json:"tx,omitempty"` // running: activity deadline by the worker's clock (shown, not trusted)
+	// ActiveVersion (running) is the read version of the transaction that
+	// last renewed the job's activity (Accept, Heartbeat): its activity
+	// entry's key. Records of earlier versions have none (legacy).
+	ActiveVersion int64 `json:"-"`
+
+	// legacy: a running record written before activity entries were keyed
+	// by version; its entry is the deadline-keyed one (tagLegacyActive).
+	legacy bool
+	// renew asks put for a new activity entry (Accept, Heartbeat).
+	renew bool
+}
+
+// activityTimeout is the activity timeout the job's last renewal gave it.
+func (r *record) activityTimeout() time.Duration {
+	return time.Duration(r.ExpiresAt-r.HeartbeatAt) * time.Millisecond
 }
 
 func (r *record) job(typ, id string) *Job {

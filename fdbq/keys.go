@@ -13,16 +13,21 @@ import (
 
 // Key space tags under the queue's prefix. See doc.go for what each holds.
 const (
-	tagJob      = 1
-	tagPending  = 2
-	tagWatch    = 3
-	tagChange   = 4
-	tagActive   = 5
-	tagFinished = 6
-	tagCount    = 7
-	tagType     = 8
-	tagClaim    = 9
-	tagRegistry = 10
+	tagJob     = 1
+	tagPending = 2
+	tagWatch   = 3
+	tagChange  = 4
+	// tagLegacyActive: running jobs by activity deadline, as written
+	// before entries were keyed by version (records of format 1); the
+	// monitor moves them to tagActive's index.
+	tagLegacyActive = 5
+	tagFinished     = 6
+	tagCount        = 7
+	tagType         = 8
+	tagClaim        = 9
+	tagRegistry     = 10
+	// tagActive: running jobs by the read version of their last renewal.
+	tagActive = 12
 )
 
 // keys builds the queue's keys under one prefix.
@@ -50,6 +55,7 @@ type typeKeys struct {
 	count         map[State][]byte
 	job, pending  []byte
 	active, done  []byte
+	legacyActive  []byte
 }
 
 func (k keys) of(typ string) *typeKeys {
@@ -57,13 +63,14 @@ func (k keys) of(typ string) *typeKeys {
 		return v.(*typeKeys)
 	}
 	tk := &typeKeys{
-		watch:   k.root.MustPack(tuple.Tuple{tagWatch, typ}),
-		change:  k.root.MustPack(tuple.Tuple{tagChange, typ}),
-		count:   map[State][]byte{},
-		job:     k.root.MustPack(tuple.Tuple{tagJob, typ}),
-		pending: k.root.MustPack(tuple.Tuple{tagPending, typ}),
-		active:  k.root.MustPack(tuple.Tuple{tagActive, typ}),
-		done:    k.root.MustPack(tuple.Tuple{tagFinished, typ}),
+		watch:        k.root.MustPack(tuple.Tuple{tagWatch, typ}),
+		change:       k.root.MustPack(tuple.Tuple{tagChange, typ}),
+		count:        map[State][]byte{},
+		job:          k.root.MustPack(tuple.Tuple{tagJob, typ}),
+		pending:      k.root.MustPack(tuple.Tuple{tagPending, typ}),
+		active:       k.root.MustPack(tuple.Tuple{tagActive, typ}),
+		legacyActive: k.root.MustPack(tuple.Tuple{tagLegacyActive, typ}),
+		done:         k.root.MustPack(tuple.Tuple{tagFinished, typ}),
 	}
 	for _, s := range []State{Pending, Running, Finished} {
 		tk.count[s] = k.root.MustPack(tuple.Tuple{tagCount, typ, string(s)})
@@ -144,11 +151,22 @@ func (k keys) pendingBand(typ string, priority int) tuple.Subspace {
 func (k keys) watch(typ string) []byte  { return k.of(typ).watch }
 func (k keys) change(typ string) []byte { return k.of(typ).change }
 
-func (k keys) active(typ string, expiresMs int64, id string) []byte {
-	return indexKey(k.of(typ).active, expiresMs, id)
+// active is a running job's activity entry: (P, 12, type, version, id),
+// where version is the read version of the transaction that last renewed
+// its activity.
+func (k keys) active(typ string, version int64, id string) []byte {
+	return indexKey(k.of(typ).active, version, id)
 }
 
 func (k keys) activeType(typ string) tuple.Subspace { return k.root.Sub(tagActive, typ) }
+
+// legacyActive is the activity entry of a running job written before
+// entries were keyed by version: (P, 5, type, expires_ms, id).
+func (k keys) legacyActive(typ string, expiresMs int64, id string) []byte {
+	return indexKey(k.of(typ).legacyActive, expiresMs, id)
+}
+
+func (k keys) legacyActiveType(typ string) tuple.Subspace { return k.root.Sub(tagLegacyActive, typ) }
 
 func (k keys) finished(typ string, finishedMs int64, id string) []byte {
 	return indexKey(k.of(typ).done, finishedMs, id)

@@ -24,12 +24,35 @@ func limitData() []byte {
 }
 
 // limitSweep sweeps within a bound, so that a sweep that loops fails the
-// test instead of hanging it.
-func limitSweep(t *testing.T, m *fdbq.Monitor) (fdbq.SweepStats, error) {
+// test instead of hanging it, as a monitor of limitMonitor does: it notes
+// the store's version, its own clock moves on by far more than any
+// timeout, and it sweeps again, taking back every job not renewed since
+// the call began. The stats are the second sweep's, with what the first
+// changed added.
+func limitSweep(t *testing.T, m *limitMonitor) (fdbq.SweepStats, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
-	return m.Sweep(ctx)
+	// The second sweep's error says what the first's would.
+	first, _ := m.Sweep(ctx)
+	m.own.Advance(1000 * time.Hour)
+	st, err := m.Sweep(ctx)
+	st.Recycled += first.Recycled
+	st.Failed += first.Failed
+	st.Expired += first.Expired
+	return st, err
+}
+
+// limitMonitor is a monitor with a clock of its own.
+type limitMonitor struct {
+	*fdbq.Monitor
+	own *clock
+}
+
+func newLimitMonitor(q *fdbq.Queue, o fdbq.MonitorOptions) *limitMonitor {
+	own := newClock()
+	o.Clock = own.Now
+	return &limitMonitor{fdbq.NewMonitor(q, o), own}
 }
 
 // limitFits checks that the job's data, result, error and progress are
@@ -52,7 +75,7 @@ func TestLimitsJobAtTheLimit(t *testing.T) {
 	if j := x.get("a"); len(j.Data) != fdbq.MaxDataSize {
 		t.Fatalf("stored %d bytes of data, want %d", len(j.Data), fdbq.MaxDataSize)
 	}
-	m := fdbq.NewMonitor(x.q, fdbq.MonitorOptions{})
+	m := newLimitMonitor(x.q, fdbq.MonitorOptions{})
 
 	// Attempt 1: heartbeats, then fails with a long cause.
 	l := x.acceptOne("a")
@@ -163,7 +186,7 @@ func TestLimitsMonitorRecyclesTypeWithJobAtTheLimit(t *testing.T) {
 		x.acceptOne(id)
 	}
 	x.c.Advance(activityTimeout + time.Millisecond)
-	st, err := limitSweep(t, fdbq.NewMonitor(x.q, fdbq.MonitorOptions{}))
+	st, err := limitSweep(t, newLimitMonitor(x.q, fdbq.MonitorOptions{}))
 	if err != nil || st.Recycled != n+1 || st.Skipped != 0 {
 		t.Fatalf("sweep: %+v, %v", st, err)
 	}
@@ -188,15 +211,17 @@ func limitState(x *trQ, id string, state fdbq.State, attempts int) {
 // limitLog collects what a monitor logs.
 type limitLog struct{ bytes.Buffer }
 
-func (l *limitLog) monitor(q *fdbq.Queue) *fdbq.Monitor {
-	return fdbq.NewMonitor(q, fdbq.MonitorOptions{Logger: slog.New(slog.NewTextHandler(&l.Buffer, nil))})
+func (l *limitLog) monitor(q *fdbq.Queue) *limitMonitor {
+	return newLimitMonitor(q, fdbq.MonitorOptions{Logger: slog.New(slog.NewTextHandler(&l.Buffer, nil))})
 }
 
 // Whatever a sweep finds in the running index that it cannot act on, it
 // skips, and goes on with the rest of the type, at every batch size.
 func TestLimitsMonitorSkipsWhatItCannotRead(t *testing.T) {
 	root := tuple.FromBytes(fdbq.DefaultPrefix)
-	active := root.MustPack(tuple.Tuple{5, "email"})
+	// The running index (12), and the deadline-keyed one of earlier
+	// versions (5), which sweeps move to it.
+	const activeTag, legacyTag = 12, 5
 	for _, tc := range []struct {
 		name string
 		// spoil breaks what it likes of jobs "x" and "y", which expire
@@ -217,18 +242,38 @@ func TestLimitsMonitorSkipsWhatItCannotRead(t *testing.T) {
 			return 0 // nothing to change: the entry is passed over
 		}, 1, ""},
 		{"malformed entries", func(tx kv.Tx, before int64) int {
-			bad := [][]byte{
-				root.MustPack(tuple.Tuple{5, "email", []byte("not a time")}),
-				root.MustPack(tuple.Tuple{5, "email", int64(1)}),
-				root.MustPack(tuple.Tuple{5, "email", int64(2), "id", "extra"}),
-				root.MustPack(tuple.Tuple{5, "email", before, 7}),
-				append(append([]byte{}, active...), 0x15, 0x01, 0xfe), // not a tuple
+			var bad [][]byte
+			for _, tag := range []int{activeTag, legacyTag} {
+				bad = append(bad,
+					root.MustPack(tuple.Tuple{tag, "email", []byte("not a time")}),
+					root.MustPack(tuple.Tuple{tag, "email", int64(1)}),
+					root.MustPack(tuple.Tuple{tag, "email", int64(2), "id", "extra"}),
+					root.MustPack(tuple.Tuple{tag, "email", map[int]int64{activeTag: 3, legacyTag: before}[tag], 7}),
+					append(root.MustPack(tuple.Tuple{tag, "email"}), 0x15, 0x01, 0xfe), // not a tuple
+				)
 			}
 			for _, k := range bad {
 				tx.Set(k, nil)
 			}
 			return len(bad)
 		}, 2, "malformed index entry"},
+		{"malformed activity value", func(tx kv.Tx, _ int64) int {
+			// The entries of x and y, with values that are no
+			// versionstamp and timeout.
+			sub := root.Sub(activeTag, "email")
+			kvs, err := tx.GetRange(sub.Range(), kv.RangeOptions{})
+			if err != nil {
+				panic(err)
+			}
+			n := 0
+			for _, e := range kvs {
+				if t, err := sub.Unpack(e.Key); err == nil && (t[1] == "x" || t[1] == "y") {
+					tx.Set(e.Key, []byte("short"))
+					n++
+				}
+			}
+			return n
+		}, 0, "malformed activity entry"},
 	} {
 		for _, batch := range []int{1, 2, 1000} {
 			t.Run(fmt.Sprint(tc.name, "/batch=", batch), func(t *testing.T) {
@@ -298,7 +343,7 @@ func TestLimitsMonitorPassesOverManyStaleEntries(t *testing.T) {
 	x.add(fdbq.NewJob{ID: "a"})
 	x.acceptOne("a")
 	x.c.Advance(activityTimeout + time.Millisecond)
-	st, err := limitSweep(t, fdbq.NewMonitor(x.q, fdbq.MonitorOptions{}))
+	st, err := limitSweep(t, newLimitMonitor(x.q, fdbq.MonitorOptions{}))
 	if err != nil || st.Recycled != 1 {
 		t.Fatalf("sweep: %+v, %v", st, err)
 	}
@@ -321,7 +366,7 @@ func TestLimitsMonitorExpiresPastCorruptRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	x.c.Advance(fdbq.DefaultRetention)
-	st, err := limitSweep(t, fdbq.NewMonitor(x.q, fdbq.MonitorOptions{Logger: slog.New(slog.DiscardHandler)}))
+	st, err := limitSweep(t, newLimitMonitor(x.q, fdbq.MonitorOptions{Logger: slog.New(slog.DiscardHandler)}))
 	if err != nil || st.Expired != 2 || st.Skipped != 1 {
 		t.Fatalf("sweep: %+v, %v", st, err)
 	}
@@ -346,7 +391,7 @@ func TestLimitsMonitorSweepsPastCorruptSettings(t *testing.T) {
 	x.add(fdbq.NewJob{ID: "a"})
 	x.acceptOne("a")
 	x.c.Advance(activityTimeout + time.Millisecond)
-	st, err := limitSweep(t, fdbq.NewMonitor(x.q, fdbq.MonitorOptions{}))
+	st, err := limitSweep(t, newLimitMonitor(x.q, fdbq.MonitorOptions{}))
 	if err == nil || !strings.Contains(err.Error(), `"aaa"`) {
 		t.Fatalf("sweep error %v, want one naming the type", err)
 	}

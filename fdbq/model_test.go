@@ -94,13 +94,27 @@ type mJob struct {
 	resubmitAt              int64
 	added, sched, started   int64
 	heartbeat, finished, xp int64
+	// renewed is the number of the operation that last renewed the job's
+	// activity (accept, heartbeat): operations commit one after another,
+	// so their numbers are in the order of their versions.
+	renewed int
+}
+
+// mSample is a sweep's note of the store's version (the operation number
+// it follows) and of the time, merged into the next as the monitor does
+// when the next comes less than a quarter interval after it.
+type mSample struct {
+	op int
+	at int64
 }
 
 type model struct {
-	now    int64
-	paused bool
-	s      fdbq.TypeSettings
-	jobs   map[string]*mJob
+	now     int64
+	op      int // number of the current operation
+	samples []mSample
+	paused  bool
+	s       fdbq.TypeSettings
+	jobs    map[string]*mJob
 }
 
 func (j *mJob) toPending(sched int64) {
@@ -240,7 +254,7 @@ func (m *model) listed(s fdbq.State) []string {
 		m.sortPending(ids)
 	case fdbq.Running:
 		slices.SortFunc(ids, func(a, b string) int {
-			return cmp.Or(cmp.Compare(m.jobs[a].xp, m.jobs[b].xp), strings.Compare(a, b))
+			return cmp.Or(cmp.Compare(m.jobs[a].renewed, m.jobs[b].renewed), strings.Compare(a, b))
 		})
 	case fdbq.Finished:
 		slices.SortFunc(ids, func(a, b string) int {
@@ -267,6 +281,9 @@ type modelRun struct {
 	// hits counts the transitions reached, so a change that makes the
 	// random walk miss some of them fails instead of passing vacuously.
 	hits map[string]int
+	// mon is the run's activity monitor: what its sweeps noted decides
+	// what later sweeps take back.
+	mon *fdbq.Monitor
 	// lastAdd is repeated now and then: resubmits that change nothing
 	// are rare among random adds.
 	lastAdd *fdbq.NewJob
@@ -313,8 +330,10 @@ func runModel(t *testing.T, seed uint64, ops int) map[string]int {
 		m:    &model{now: c.Now().UnixMilli(), s: s, jobs: map[string]*mJob{}},
 		ids:  []string{"a", "b", "c", "d", "e", "f", "g", "h"},
 		hits: map[string]int{},
+		mon:  fdbq.NewMonitor(q, fdbq.MonitorOptions{}),
 	}
 	for i := 0; i < ops; i++ {
+		r.m.op = i + 1
 		r.step()
 		r.check()
 	}
@@ -456,6 +475,7 @@ func (r *modelRun) step() {
 			j.state, j.lock, j.lastLock = fdbq.Running, l.Lock, ""
 			j.attempts++
 			j.started, j.heartbeat, j.xp = m.now, m.now, m.now+m.s.ActivityTimeout.Milliseconds()
+			j.renewed = m.op
 			j.err = ""
 			r.compare("lease", l.ID, &l.Job)
 			r.leases = append(r.leases, l)
@@ -488,6 +508,7 @@ func (r *modelRun) step() {
 		r.hits["heartbeat"]++
 		r.expectErr("heartbeat", err, nil)
 		j.heartbeat, j.xp = m.now, m.now+m.s.ActivityTimeout.Milliseconds()
+		j.renewed = m.op
 		if o.Data != nil {
 			j.data = string(o.Data)
 		}
@@ -692,12 +713,25 @@ func (r *modelRun) step() {
 			r.advance(m.s.Retention + time.Millisecond)
 		}
 		r.logf("sweep at %d", m.now)
-		st, err := fdbq.NewMonitor(r.q, fdbq.MonitorOptions{}).Sweep(ctx)
+		st, err := r.mon.Sweep(ctx)
 		r.expectErr("sweep", err, nil)
+		// The sweep notes the version and the time first; a job is
+		// stale when a sample a timeout old or older came after its last
+		// renewal.
+		if n := len(m.samples); n > 0 && time.Duration(m.now-m.samples[n-1].at)*time.Millisecond < time.Second/4 {
+			m.samples = m.samples[:n-1]
+		}
+		m.samples = append(m.samples, mSample{op: m.op, at: m.now})
+		staleBefore := 0
+		for _, sm := range m.samples {
+			if sm.at <= m.now-m.s.ActivityTimeout.Milliseconds() {
+				staleBefore = sm.op
+			}
+		}
 		var recycled, failed, expired int
 		for id, j := range m.jobs {
 			switch {
-			case j.state == fdbq.Running && j.xp < m.now:
+			case j.state == fdbq.Running && j.renewed < staleBefore:
 				j.err = "activity timeout: no heartbeat for " + m.s.ActivityTimeout.String()
 				j.lastLock = j.lock + ":recycle"
 				m.retryOrFail(j)

@@ -16,7 +16,7 @@ import (
 // MonitorOptions configure a Monitor.
 type MonitorOptions struct {
 	// Interval paces the monitor: it sweeps about an Interval after the
-	// first deadline passes (a running job's activity deadline, a finished
+	// first deadline passes (a running job's activity timeout, a finished
 	// job's retention, a claim's ClaimTTL), jittered by up to half of it
 	// so that monitors in several processes spread out, and reads the
 	// store at most about once an Interval however often jobs change. In
@@ -27,6 +27,10 @@ type MonitorOptions struct {
 	// a sweep could not act on (a corrupt record) has it sweep every
 	// Interval while it lasts. Default 1 s.
 	Interval time.Duration
+	// Clock measures the activity timeout (see Monitor): only its rate
+	// matters, and it must not jump. Default: the queue's Options.Now
+	// when set, else time.Now, whose readings carry the monotonic clock.
+	Clock func() time.Time
 	// ClaimTTL: accept claims (see Accept) older than this are deleted.
 	// Default 5 min.
 	ClaimTTL time.Duration
@@ -75,6 +79,20 @@ func (st *SweepStats) add(typ string, recycled, failed, expired, skipped int) {
 // retention. Monitors in several processes may run at once: every change is
 // a transaction that re-checks the job, so a job is recycled once.
 //
+// No clock but the monitor's own decides that a job is stale. Accept and
+// Heartbeat key a running job's activity entry by their transaction's
+// read version and store the commit's versionstamp in it. Each of the
+// monitor's transactions notes its read version and the time of its
+// Clock after obtaining it; a job is recycled only when the versionstamp
+// of its entry is at most the version of a transaction the monitor made
+// at least the job's activity timeout before the sweep's transaction
+// began, by its Clock, and the entry is still the job's: then no renewal
+// committed for at least the timeout, whatever the clocks of the workers
+// or of other monitors say. A monitor that starts knows of no earlier
+// transaction, so it recycles nothing during its first activity timeout;
+// a dead job is taken back about one to two Intervals after its timeout
+// has passed on the clock of the monitor that takes it.
+//
 // Sweeps go in batches whose size adapts like couch_jobs' (AIMD): start at
 // 1000 jobs, +100 after a transaction that succeeds, ×0.75 after each
 // attempt that fails (too old, too large, a conflict, including the
@@ -100,6 +118,12 @@ type Monitor struct {
 	// is first skipped rather than at every sweep.
 	skipped map[string]uint64
 	sweeps  uint64
+	// seen is what the monitor's transactions learned (see sample);
+	// longest is the longest activity timeout seen, how far back it
+	// must remember.
+	seen    samples
+	longest time.Duration
+	clock   func() time.Time
 }
 
 // NewMonitor returns a stopped monitor.
@@ -113,7 +137,52 @@ func NewMonitor(q *Queue, o MonitorOptions) *Monitor {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Monitor{q: q, opts: o, batch: 1000, skipped: map[string]uint64{}}
+	clock := o.Clock
+	if clock == nil {
+		clock = q.now
+	}
+	return &Monitor{q: q, opts: o, batch: 1000, skipped: map[string]uint64{},
+		seen: samples{spacing: o.Interval / 4}, clock: clock}
+}
+
+// sample notes what tx tells of the store's versions: the commits at its
+// read version or before had happened by now, on the monitor's clock.
+func (m *Monitor) sample(tx kv.ReadTx) error {
+	rv, err := tx.ReadVersion()
+	if err != nil {
+		return err
+	}
+	at := m.clock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.seen.note(rv, at)
+	m.seen.prune(at.Add(-m.longest - 2*m.opts.Interval))
+	return nil
+}
+
+// timeoutSeen makes the monitor remember samples for jobs of timeout d.
+func (m *Monitor) timeoutSeen(d time.Duration) {
+	m.mu.Lock()
+	m.longest = max(m.longest, d)
+	m.mu.Unlock()
+}
+
+func (m *Monitor) sampleBefore(t time.Time) (versionSample, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.seen.before(t)
+}
+
+func (m *Monitor) stale(cv int64, timeout time.Duration, now time.Time) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.seen.stale(cv, timeout, now)
+}
+
+func (m *Monitor) dueAt(cv int64, timeout time.Duration) (time.Time, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.seen.dueAt(cv, timeout)
 }
 
 // Start runs sweeps in the background until Stop. Starting a started
@@ -235,11 +304,10 @@ func (m *Monitor) idle(ctx context.Context) (bool, error) {
 	defer w.cancel()
 	var timer <-chan time.Time
 	if w.has {
-		wait := w.due - m.q.nowMs()
-		if wait <= 0 {
+		if w.wait <= 0 {
 			return true, nil
 		}
-		t := time.NewTimer(timerMs(wait))
+		t := time.NewTimer(timerMs(w.wait.Milliseconds() + 1))
 		defer t.Stop()
 		timer = t.C
 	}
@@ -267,16 +335,26 @@ func (m *Monitor) idle(ctx context.Context) (bool, error) {
 
 // monitorWait is what an idle monitor waits for.
 type monitorWait struct {
-	due     int64 // the queue's time, in ms, when the first deadline passes
-	has     bool  // false: nothing has a deadline
+	wait    time.Duration // from when it was read until the first deadline passes
+	has     bool          // false: nothing has a deadline
 	watches []kv.Watch
 }
 
-func (w *monitorWait) at(ms int64) {
-	if !w.has || ms < w.due {
-		w.due, w.has = ms, true
+func (w *monitorWait) after(d time.Duration) {
+	if !w.has || d < w.wait {
+		w.wait, w.has = d, true
 	}
 }
+
+// afterMs notes a deadline of the queue's clock, in Unix ms.
+func (w *monitorWait) afterMs(deadline, now int64) {
+	w.after(time.Duration(deadline-now) * time.Millisecond)
+}
+
+// activityWindow is how many of a type's first activity entries an idle
+// monitor reads for its timer: entries are in the order of their renewals'
+// read versions, their commits in nearly that order.
+const activityWindow = 64
 
 func (w *monitorWait) cancel() {
 	for _, wt := range w.watches {
@@ -298,6 +376,10 @@ func (m *Monitor) nextDue(ctx context.Context) (*monitorWait, error) {
 			w.cancel() // of an attempt that failed
 		}
 		w = &monitorWait{}
+		if err := m.sample(tx); err != nil {
+			return nil, err
+		}
+		clock, now := m.clock(), q.nowMs()
 		snap := tx.Snapshot()
 		types, err := m.types(snap)
 		if err != nil {
@@ -309,13 +391,8 @@ func (m *Monitor) nextDue(ctx context.Context) (*monitorWait, error) {
 				continue // not swept; its settings are reported by Sweep
 			}
 			w.watches = append(w.watches, tx.Watch(q.k.change(t.Name)))
-			// A sweep recycles the jobs whose deadline is before its now.
-			at, ok, err := firstEntry(snap, q.k.activeType(t.Name))
-			if err != nil {
+			if err := m.activityDue(snap, t, clock, w); err != nil {
 				return nil, err
-			}
-			if ok {
-				w.at(at + 1)
 			}
 			if t.Settings.Retention > 0 {
 				r := t.Settings.Retention.Milliseconds()
@@ -324,7 +401,7 @@ func (m *Monitor) nextDue(ctx context.Context) (*monitorWait, error) {
 					return nil, err
 				}
 				if ok {
-					w.at(at + r)
+					w.afterMs(at+r, now)
 				}
 			}
 		}
@@ -334,10 +411,52 @@ func (m *Monitor) nextDue(ctx context.Context) (*monitorWait, error) {
 			return nil, err
 		}
 		if ok {
-			w.at(at + ttl)
+			w.afterMs(at+ttl, now)
 		}
 		return w, nil
 	})
+}
+
+// activityDue notes when the first of a type's running jobs becomes stale
+// if nothing renews it: when the sweep's range reaches its entry (a sample
+// after its renewal's read version is the type's activity timeout old) and
+// its renewal's commit is its own timeout old (see Monitor). An entry
+// left by an earlier version (deadline-keyed) is due at once, to be moved.
+// An entry whose value does not decode does not wake the monitor; sweeps
+// find it when they run for other reasons.
+func (m *Monitor) activityDue(snap kv.ReadTx, t sweepType, clock time.Time, w *monitorWait) error {
+	q := m.q
+	if kvs, err := snap.GetRange(q.k.legacyActiveType(t.Name).Range(), kv.RangeOptions{Limit: 1}); err != nil || len(kvs) > 0 {
+		w.after(0)
+		return err
+	}
+	sub := q.k.activeType(t.Name)
+	kvs, err := snap.GetRange(sub.Range(), kv.RangeOptions{Limit: activityWindow})
+	if err != nil {
+		return err
+	}
+	m.timeoutSeen(t.Settings.ActivityTimeout)
+	for _, e := range kvs {
+		rv, _, ok := parseIndexEntry(sub, e.Key)
+		vs, timeout, ok2 := parseActivity(e.Value)
+		if !ok || !ok2 {
+			continue
+		}
+		m.timeoutSeen(timeout)
+		own, ok := m.dueAt(vs.CommitVersion(), timeout)
+		reach, ok2 := m.dueAt(rv+1, t.Settings.ActivityTimeout)
+		if !ok || !ok2 {
+			// This transaction's own sample knows of every entry it
+			// reads, unless a concurrent one beat it: look again soon.
+			w.after(m.opts.Interval)
+			continue
+		}
+		if reach.After(own) {
+			own = reach
+		}
+		w.after(own.Sub(clock))
+	}
+	return nil
 }
 
 // firstEntry returns the time of the first entry of sub, an index whose
@@ -365,7 +484,20 @@ func firstEntry(snap kv.ReadTx, sub tuple.Subspace) (int64, bool, error) {
 func (m *Monitor) Sweep(ctx context.Context) (SweepStats, error) {
 	var st SweepStats
 	m.startSweep()
-	types, err := kv.ReadTransact(ctx, m.q.db, m.types)
+	types, err := kv.ReadTransact(ctx, m.q.db, func(tx kv.ReadTx) ([]sweepType, error) {
+		if err := m.sample(tx); err != nil {
+			return nil, err
+		}
+		types, err := m.types(tx)
+		for i := range types {
+			if err == nil && types[i].err == nil {
+				var kvs []kv.KeyValue
+				kvs, err = tx.GetRange(m.q.k.legacyActiveType(types[i].Name).Range(), kv.RangeOptions{Limit: 1})
+				types[i].legacy = len(kvs) > 0
+			}
+		}
+		return types, err
+	})
 	if err != nil {
 		return st, err
 	}
@@ -374,6 +506,12 @@ func (m *Monitor) Sweep(ctx context.Context) (SweepStats, error) {
 		if t.err != nil {
 			errs = append(errs, &typeError{t.err})
 			continue
+		}
+		m.timeoutSeen(t.Settings.ActivityTimeout)
+		if t.legacy {
+			if err := m.migrate(ctx, t.Name, &st); err != nil {
+				errs = append(errs, err)
+			}
 		}
 		if err := m.recycle(ctx, t.Name, t.Settings, &st); err != nil {
 			errs = append(errs, err)
@@ -421,6 +559,9 @@ func onlyTypeErrors(err error) bool {
 type sweepType struct {
 	TypeDef
 	err error
+	// legacy: the type has running jobs of an earlier version to move
+	// (Sweep reads it; see migrate).
+	legacy bool
 }
 
 // types reads the registered types and their settings, as registry does
@@ -502,12 +643,39 @@ func (m *Monitor) shrinkForRetry() int {
 	return m.batchSize()
 }
 
-// recycle makes running jobs past their activity deadline pending again
-// (counting the attempt), or failed when out of attempts.
+// recycle makes running jobs stale by the monitor's samples (see Monitor)
+// pending again (counting the attempt), or failed when out of attempts.
+//
+// The range read goes up to the version of the latest sample the type's
+// activity timeout old: an entry after it was renewed by a transaction
+// that read later, so committed later. A job whose own timeout is longer
+// (the type's was shortened since its renewal) is checked with its own.
 func (m *Monitor) recycle(ctx context.Context, typ string, s TypeSettings, st *SweepStats) error {
 	q := m.q
-	counts, err := m.sweepIndex(ctx, typ, q.k.activeType(typ), func() int64 { return q.nowMs() - 1 }, Running,
-		func(r *record) int64 { return r.ExpiresAt },
+	sub := q.k.activeType(typ)
+	plan := func() (sweepPlan, bool) {
+		// Read before the batch's transaction obtains its read version:
+		// at least this much time has passed when it reads.
+		now := m.clock()
+		sm, ok := m.sampleBefore(now.Add(-s.ActivityTimeout))
+		if !ok {
+			return sweepPlan{}, false
+		}
+		return sweepPlan{
+			end: rangeUpTo(sub, sm.rv-1).End,
+			match: func(e kv.KeyValue, at int64, rec *record) (bool, error) {
+				if rec.legacy || rec.ActiveVersion != at {
+					return false, nil
+				}
+				vs, timeout, ok := parseActivity(e.Value)
+				if !ok {
+					return false, fmt.Errorf("fdbq: malformed activity entry %q", e.Key)
+				}
+				return m.stale(vs.CommitVersion(), timeout, now), nil
+			},
+		}, true
+	}
+	counts, err := m.sweepIndex(ctx, typ, sub, Running, plan,
 		func(tx kv.Tx, id string, rec *record) (string, error) {
 			next := *rec
 			// Cut to the room the job's data leaves, so that a job at
@@ -524,11 +692,45 @@ func (m *Monitor) recycle(ctx context.Context, typ string, s TypeSettings, st *S
 	return err
 }
 
+// migrate moves the activity entries of jobs that started running under an
+// earlier version of fdbq, keyed by a deadline of the worker's clock, to
+// the version-keyed index, as if the job had heartbeated now: such a job
+// is taken back an activity timeout after its first sweep by this
+// version, unless it heartbeats.
+func (m *Monitor) migrate(ctx context.Context, typ string, st *SweepStats) error {
+	q := m.q
+	sub := q.k.legacyActiveType(typ)
+	plan := func() (sweepPlan, bool) {
+		return sweepPlan{
+			end: sub.Range().End,
+			match: func(_ kv.KeyValue, at int64, rec *record) (bool, error) {
+				return rec.legacy && rec.ExpiresAt == at, nil
+			},
+		}, true
+	}
+	counts, err := m.sweepIndex(ctx, typ, sub, Running, plan,
+		func(tx kv.Tx, id string, rec *record) (string, error) {
+			next := *rec
+			next.renew = true
+			return "moved", q.put(tx, typ, id, rec, &next)
+		})
+	st.add(typ, 0, 0, 0, counts[skippedJob])
+	return err
+}
+
 // expire removes finished jobs older than the retention.
 func (m *Monitor) expire(ctx context.Context, typ string, retention time.Duration, st *SweepStats) error {
 	q := m.q
-	counts, err := m.sweepIndex(ctx, typ, q.k.finishedType(typ), func() int64 { return q.nowMs() - retention.Milliseconds() }, Finished,
-		func(r *record) int64 { return r.FinishedAt },
+	sub := q.k.finishedType(typ)
+	plan := func() (sweepPlan, bool) {
+		return sweepPlan{
+			end: rangeUpTo(sub, q.nowMs()-retention.Milliseconds()).End,
+			match: func(_ kv.KeyValue, at int64, rec *record) (bool, error) {
+				return rec.FinishedAt == at, nil
+			},
+		}, true
+	}
+	counts, err := m.sweepIndex(ctx, typ, sub, Finished, plan,
 		func(tx kv.Tx, id string, rec *record) (string, error) {
 			q.drop(tx, typ, id, rec)
 			return "removed", nil
@@ -540,11 +742,21 @@ func (m *Monitor) expire(ctx context.Context, typ string, retention time.Duratio
 // skippedJob is what sweepIndex names a job it could not change.
 const skippedJob = "skipped"
 
-// sweepIndex works through the entries (time_ms, id) of one of a type's
-// time-ordered indexes, up to upTo(), in batches of the AIMD size, one
-// transaction each. For every entry whose job is still in state with the
-// same time (stamp), act changes the job and names what it did; sweepIndex
-// returns how often each name came up in batches that committed.
+// sweepPlan is what one batch of sweepIndex works through: the entries
+// before end, and of those the ones whose job (in the state, and read in
+// the batch's transaction) match says is due; an error from match skips
+// the entry as one the sweep cannot read.
+type sweepPlan struct {
+	end   []byte
+	match func(e kv.KeyValue, at int64, rec *record) (bool, error)
+}
+
+// sweepIndex works through the entries (time or version, id) of one of a
+// type's ordered indexes, as plan says for each batch (false: nothing to
+// do now), in batches of the AIMD size, one transaction each. For every
+// entry whose job is still in state and due, act changes the job and names
+// what it did; sweepIndex returns how often each name came up in batches
+// that committed.
 //
 // Entries are read without conflicts; each one acted on gets a read
 // conflict, so monitors in several processes conflict only on the jobs
@@ -557,15 +769,19 @@ const skippedJob = "skipped"
 // starts after the last entry of the one before, since skipped entries
 // stay in the index: a sweep reads each entry once, and a batch of
 // entries it cannot act on does not make it read them again and again.
-func (m *Monitor) sweepIndex(ctx context.Context, typ string, sub tuple.Subspace, upTo func() int64, state State,
-	stamp func(*record) int64, act func(tx kv.Tx, id string, rec *record) (string, error)) (map[string]int, error) {
+func (m *Monitor) sweepIndex(ctx context.Context, typ string, sub tuple.Subspace, state State,
+	plan func() (sweepPlan, bool), act func(tx kv.Tx, id string, rec *record) (string, error)) (map[string]int, error) {
 	q := m.q
 	total := map[string]int{}
 	begin := sub.Range().Begin
 	for {
-		r := rangeUpTo(sub, upTo())
-		if r.Begin = begin; r.Empty() {
-			return total, nil // the clock went back past where this sweep got to
+		p, ok := plan()
+		if !ok {
+			return total, nil
+		}
+		r := kv.Range{Begin: begin, End: p.end}
+		if r.Empty() {
+			return total, nil // the bound went back past where this sweep got to
 		}
 		n := m.batchSize()
 		more := false
@@ -606,7 +822,15 @@ func (m *Monitor) sweepIndex(ctx context.Context, typ string, sub tuple.Subspace
 					skipped = append(skipped, skippedEntry{e.Key, err})
 					continue
 				}
-				if rec.State != state || stamp(rec) != at {
+				if rec.State != state {
+					continue
+				}
+				due, err := p.match(e, at, rec)
+				if err != nil {
+					skipped = append(skipped, skippedEntry{e.Key, err})
+					continue
+				}
+				if !due {
 					continue
 				}
 				what, err := act(tx, id, rec)

@@ -102,26 +102,36 @@ func TestMonitorIdleSlowAcceptCommit(t *testing.T) {
 }
 
 // A queue clock that steps back after a sweep: a job accepted then has a
-// deadline before that sweep, and must still be taken back.
-func TestMonitorIdleClockStepsBack(t *testing.T) {
-	q, c := newQueue(t)
-	ctx := context.Background()
-	s := fdbq.DefaultTypeSettings()
-	s.ActivityTimeout = time.Second
-	if err := q.SetType(ctx, q.DB(), "email", s); err != nil {
-		t.Fatal(err)
+// deadline by that clock before the sweep, and one that jumps forward
+// makes every deadline look long past. Neither moves the monitor, which
+// measures the timeout on its own clock (here the real, monotonic one):
+// the job is taken back once, after its timeout, and not before.
+func TestMonitorIdleClockSteps(t *testing.T) {
+	for _, step := range []time.Duration{-10 * time.Minute, time.Hour} {
+		t.Run(step.String(), func(t *testing.T) {
+			q, c := newQueue(t)
+			ctx := context.Background()
+			s := fdbq.DefaultTypeSettings()
+			s.ActivityTimeout = 300 * time.Millisecond
+			if err := q.SetType(ctx, q.DB(), "email", s); err != nil {
+				t.Fatal(err)
+			}
+			l := startMonitor(t, q, fdbq.MonitorOptions{ClaimTTL: time.Minute, Clock: time.Now})
+			c.Advance(step)
+			addJob(t, q, fdbq.NewJob{ID: "a"})
+			ls := acceptNoWait(t, q, fdbq.AcceptOptions{})
+			if len(ls) != 1 {
+				t.Fatal("accept")
+			}
+			accepted := time.Now()
+			c.Advance(step)
+			addJob(t, q, fdbq.NewJob{ID: "wake"}) // a change: the monitor reads again
+			recvWithin(t, l.recycled, "the monitor taking back a job accepted while the clock stepped")
+			if waited := time.Since(accepted); waited < s.ActivityTimeout {
+				t.Fatalf("recycled %v after its accept, before its timeout of %v", waited, s.ActivityTimeout)
+			}
+		})
 	}
-	l := startMonitor(t, q, fdbq.MonitorOptions{ClaimTTL: time.Minute})
-	c.Advance(-10 * time.Minute)
-	addJob(t, q, fdbq.NewJob{ID: "a"})
-	if ls := acceptNoWait(t, q, fdbq.AcceptOptions{}); len(ls) != 1 {
-		t.Fatal("accept")
-	}
-	c.Advance(2 * time.Second)
-	// The monitor's timer runs on real time; a change has it read the
-	// deadlines again with this clock.
-	addJob(t, q, fdbq.NewJob{ID: "wake"})
-	recvWithin(t, l.recycled, "the monitor taking back a job accepted after the clock stepped back")
 }
 
 // Retention set on a type whose finished jobs are already older than it:

@@ -42,17 +42,29 @@ func TestMonitorRecyclesJobWithoutHeartbeat(t *testing.T) {
 	l := acceptNoWait(t, q, fdbq.AcceptOptions{})[0]
 	m := fdbq.NewMonitor(q, fdbq.MonitorOptions{})
 
-	c.Advance(activityTimeout)
+	// The first sweep notes the store's version: the accept committed
+	// before it. A timeout later by the monitor's clock, the job is stale.
 	if st := sweep(t, m); st.Recycled != 0 {
-		t.Fatalf("recycled at its deadline: %+v", st)
+		t.Fatalf("recycled by a monitor that just started: %+v", st)
+	}
+	c.Advance(activityTimeout - time.Millisecond)
+	if st := sweep(t, m); st.Recycled != 0 {
+		t.Fatalf("recycled before its timeout: %+v", st)
 	}
 	stateIs(t, q, "a", fdbq.Running)
 	if err := q.Heartbeat(ctx, q.DB(), l, fdbq.HeartbeatOptions{}); err != nil {
-		t.Fatalf("heartbeat before the deadline passed: %v", err)
+		t.Fatalf("heartbeat before the timeout passed: %v", err)
 	}
-	c.Advance(activityTimeout + time.Millisecond)
+	if st := sweep(t, m); st.Recycled != 0 {
+		t.Fatalf("recycled after a heartbeat: %+v", st)
+	}
+	c.Advance(activityTimeout - time.Millisecond)
+	if st := sweep(t, m); st.Recycled != 0 {
+		t.Fatalf("recycled before the heartbeat's timeout: %+v", st)
+	}
+	c.Advance(time.Millisecond)
 	if st := sweep(t, m); st.Recycled != 1 || st.Failed != 0 || st.ByType["email"] != (fdbq.TypeSweepStats{Recycled: 1}) {
-		t.Fatalf("sweep past the deadline: %+v", st)
+		t.Fatalf("sweep a timeout after the one that saw the heartbeat: %+v", st)
 	}
 	j := stateIs(t, q, "a", fdbq.Pending)
 	if j.Attempts != 1 || !strings.Contains(j.Error, "activity timeout") {
@@ -101,7 +113,8 @@ func TestMonitorRecycledAtMaxAttemptsFails(t *testing.T) {
 		if len(ls) != 1 || ls[0].Attempts != attempt {
 			t.Fatalf("attempt %d: %+v", attempt, ls)
 		}
-		c.Advance(activityTimeout + time.Millisecond)
+		sweep(t, m)
+		c.Advance(activityTimeout)
 		st := sweep(t, m)
 		if st.Recycled != 1 || st.Failed != attempt-1 {
 			t.Fatalf("attempt %d: sweep %+v", attempt, st)
@@ -125,6 +138,7 @@ func TestMonitorHeartbeatKeepsJobAlive(t *testing.T) {
 	addJob(t, q, fdbq.NewJob{ID: "a"})
 	l := acceptNoWait(t, q, fdbq.AcceptOptions{})[0]
 	m := fdbq.NewMonitor(q, fdbq.MonitorOptions{})
+	sweep(t, m) // sees the accept
 
 	c.Advance(20 * time.Second)
 	if err := q.Heartbeat(ctx, q.DB(), l, fdbq.HeartbeatOptions{Progress: json.RawMessage(`{"done":1}`)}); err != nil {
@@ -137,13 +151,21 @@ func TestMonitorHeartbeatKeepsJobAlive(t *testing.T) {
 	if j := stateIs(t, q, "a", fdbq.Running); string(j.Progress) != `{"done":1}` {
 		t.Fatalf("progress %s", j.Progress)
 	}
-	c.Advance(activityTimeout - 20*time.Second) // at the new deadline
+	// The monitor learned of the heartbeat at its sweep 20 s after it,
+	// and counts the timeout from there: a monitor takes a job back
+	// between one timeout and one timeout and its period after the last
+	// renewal.
+	c.Advance(activityTimeout - 20*time.Second) // a timeout after the heartbeat
 	if st := sweep(t, m); st.Recycled != 0 {
-		t.Fatalf("recycled at the renewed deadline: %+v", st)
+		t.Fatalf("recycled a timeout after the heartbeat, before a timeout after the sweep that saw it: %+v", st)
+	}
+	c.Advance(20*time.Second - time.Millisecond)
+	if st := sweep(t, m); st.Recycled != 0 {
+		t.Fatalf("recycled before a timeout after the sweep that saw the heartbeat: %+v", st)
 	}
 	c.Advance(time.Millisecond)
 	if st := sweep(t, m); st.Recycled != 1 {
-		t.Fatalf("not recycled past the renewed deadline: %+v", st)
+		t.Fatalf("not recycled a timeout after the sweep that saw the heartbeat: %+v", st)
 	}
 	if err := q.Heartbeat(ctx, q.DB(), l, fdbq.HeartbeatOptions{}); !errors.Is(err, fdbq.ErrHalt) {
 		t.Fatalf("heartbeat after recycle: %v", err)
@@ -278,6 +300,9 @@ func TestMonitorConcurrentSweepsRecycleOnce(t *testing.T) {
 			}
 		}
 		wantCount(t, q, fdbq.Running, n)
+		for _, m := range monitors {
+			sweep(t, m) // each notes the store's version, after the accepts
+		}
 		c.Advance(activityTimeout + time.Millisecond)
 
 		stats := make([]fdbq.SweepStats, len(monitors))
@@ -363,6 +388,11 @@ func TestMonitorStartStop(t *testing.T) {
 	addJob(t, q, fdbq.NewJob{ID: "left"})
 	if ls := acceptNoWait(t, q, fdbq.AcceptOptions{}); len(ls) != 1 {
 		t.Fatalf("accepted %v", leaseIDsOf(ls))
+	}
+	// A sweep of the test's notes that the accept committed (the loop's
+	// reading after the accept's change may come after the clock moved).
+	if _, err := m.Sweep(ctx); err != nil {
+		t.Fatal(err)
 	}
 	c.Advance(activityTimeout + time.Millisecond)
 	addJob(t, q, fdbq.NewJob{ID: "after"})
@@ -478,9 +508,10 @@ func TestMonitorBatchShrinksOnRetriedFailure(t *testing.T) {
 	q, c := newQueue(t)
 	addJob(t, q, fdbq.NewJob{ID: "a"})
 	acceptNoWait(t, q, fdbq.AcceptOptions{})
-	c.Advance(activityTimeout + time.Millisecond)
 	hq, hb := hookedQueue(q, c.Now)
 	m := fdbq.NewMonitor(hq, fdbq.MonitorOptions{})
+	sweep(t, m)
+	c.Advance(activityTimeout + time.Millisecond)
 	records := recordBatches(hb, &m, func(i int) error {
 		if i < 3 {
 			return kv.ErrTransactionTooOld.WithDetail("test")
@@ -512,9 +543,10 @@ func TestMonitorBatchShrinksWhenTooLarge(t *testing.T) {
 		addJob(t, q, fdbq.NewJob{ID: fmt.Sprintf("j%d", i)})
 	}
 	acceptNoWait(t, q, fdbq.AcceptOptions{Max: 3})
-	c.Advance(activityTimeout + time.Millisecond)
 	hq, hb := hookedQueue(q, c.Now)
 	m := fdbq.NewMonitor(hq, fdbq.MonitorOptions{})
+	sweep(t, m)
+	c.Advance(activityTimeout + time.Millisecond)
 	records := recordBatches(hb, &m, func(i int) error {
 		if i < 2 {
 			return kv.ErrTransactionTooLarge.WithDetail("test")

@@ -3,9 +3,11 @@ package fdbq
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/jobstage/jobstage/kv"
@@ -78,12 +80,25 @@ const maxInlineRecord = 2048
 // job), and keeps every index and counter in step. All state changes go
 // through put and drop, so the indexes can never disagree with the
 // records.
+//
+// A running job keeps its activity entry while it stays running, unless
+// rec.renew asks for a new one (Accept, Heartbeat): then the entry is
+// keyed by this transaction's read version, and its value is the commit's
+// versionstamp, which the monitor compares with its own read versions.
 func (q *Queue) put(tx kv.Tx, typ, id string, old, rec *record) error {
+	renew := rec.State == Running && (rec.renew || old == nil || old.State != Running || old.legacy)
+	if renew {
+		rv, err := tx.ReadVersion()
+		if err != nil {
+			return err
+		}
+		rec.ActiveVersion, rec.legacy = rv, false
+	}
 	b, err := rec.encode()
 	if err != nil {
 		return err
 	}
-	if old != nil {
+	if old != nil && (renew || rec.State != Running) {
 		q.unindex(tx, typ, id, old)
 	}
 	switch rec.State {
@@ -97,7 +112,9 @@ func (q *Queue) put(tx kv.Tx, typ, id string, old, rec *record) error {
 		tx.Set(q.k.pending(typ, rec.Priority, rec.ScheduledAt, id), copyOf)
 		tx.Add(q.k.watch(typ), 1)
 	case Running:
-		tx.Set(q.k.active(typ, rec.ExpiresAt, id), nil)
+		if renew {
+			tx.SetVersionstampedValue(q.k.active(typ, rec.ActiveVersion, id), activityValue(rec.activityTimeout()))
+		}
 	case Finished:
 		tx.Set(q.k.finished(typ, rec.FinishedAt, id), nil)
 	}
@@ -110,6 +127,31 @@ func (q *Queue) put(tx kv.Tx, typ, id string, old, rec *record) error {
 	tx.Set(q.k.job(typ, id), b)
 	tx.Add(q.k.change(typ), 1)
 	return nil
+}
+
+// activityValue is an activity entry's value as written: a versionstamp
+// placeholder, which the commit fills in, then the job's activity timeout
+// in ms (8 bytes, big-endian), then the placeholder's offset (0) for
+// SetVersionstampedValue.
+func activityValue(timeout time.Duration) []byte {
+	b := make([]byte, 10+8+4)
+	binary.BigEndian.PutUint64(b[10:18], uint64(max(timeout.Milliseconds(), 1)))
+	return b
+}
+
+// parseActivity reads an activity entry's stored value: the versionstamp
+// of the commit that wrote it, and the job's activity timeout.
+func parseActivity(v []byte) (kv.Versionstamp, time.Duration, bool) {
+	var vs kv.Versionstamp
+	if len(v) != 18 {
+		return vs, 0, false
+	}
+	copy(vs[:], v[:10])
+	ms := int64(binary.BigEndian.Uint64(v[10:18]))
+	if ms <= 0 || ms > math.MaxInt64/int64(time.Millisecond) {
+		return vs, 0, false
+	}
+	return vs, time.Duration(ms) * time.Millisecond, true
 }
 
 // drop deletes a job.
@@ -125,7 +167,11 @@ func (q *Queue) unindex(tx kv.Tx, typ, id string, old *record) {
 	case Pending:
 		tx.Clear(q.k.pending(typ, old.Priority, old.ScheduledAt, id))
 	case Running:
-		tx.Clear(q.k.active(typ, old.ExpiresAt, id))
+		if old.legacy {
+			tx.Clear(q.k.legacyActive(typ, old.ExpiresAt, id))
+		} else {
+			tx.Clear(q.k.active(typ, old.ActiveVersion, id))
+		}
 	case Finished:
 		tx.Clear(q.k.finished(typ, old.FinishedAt, id))
 	}

@@ -384,7 +384,7 @@ func TestTransitionAddRunning(t *testing.T) {
 				trMust(t, "fail", x.q.Fail(x.ctx, x.q.DB(), l, "boom"))
 			case "recycle":
 				x.c.Advance(fdbq.DefaultActivityTimeout + time.Millisecond)
-				st, err := fdbq.NewMonitor(x.q, fdbq.MonitorOptions{}).Sweep(x.ctx)
+				st, err := staleSweep(x.ctx, x.q, fdbq.MonitorOptions{})
 				trMust(t, "sweep", err)
 				if st.Recycled != 1 || st.Failed != 0 {
 					t.Fatalf("sweep: %+v", st)
@@ -503,18 +503,26 @@ func TestTransitionHeartbeat(t *testing.T) {
 		t.Fatalf("empty heartbeat changed the job: %+v", j)
 	}
 
-	// The deadline is renewed: 40 s after accept but 20 s after the last
-	// heartbeat, the monitor leaves the job alone.
+	// The lease is renewed: a monitor that saw the job 20 s before a
+	// heartbeat, and sweeps 20 s after it, leaves it alone; one timeout
+	// after it saw the heartbeat, it takes the job back.
 	m := fdbq.NewMonitor(x.q, fdbq.MonitorOptions{})
+	if st, err := m.Sweep(x.ctx); err != nil || st.Recycled != 0 {
+		t.Fatalf("first sweep: %+v %v", st, err)
+	}
+	x.c.Advance(20 * time.Second)
+	trMust(t, "heartbeat", x.q.Heartbeat(x.ctx, x.q.DB(), l, fdbq.HeartbeatOptions{}))
+	if st, err := m.Sweep(x.ctx); err != nil || st.Recycled != 0 {
+		t.Fatalf("sweep after the heartbeat: %+v %v", st, err)
+	}
 	x.c.Advance(20 * time.Second)
 	if st, err := m.Sweep(x.ctx); err != nil || st.Recycled != 0 {
-		t.Fatalf("sweep inside the deadline: %+v %v", st, err)
+		t.Fatalf("sweep 40 s after the first, 20 s after the heartbeat: %+v %v", st, err)
 	}
 	x.is("a", fdbq.Running, "", 1)
-	trMust(t, "heartbeat", x.q.Heartbeat(x.ctx, x.q.DB(), l, fdbq.HeartbeatOptions{}))
-	x.c.Advance(fdbq.DefaultActivityTimeout + time.Millisecond)
+	x.c.Advance(fdbq.DefaultActivityTimeout - 20*time.Second)
 	if st, err := m.Sweep(x.ctx); err != nil || st.Recycled != 1 {
-		t.Fatalf("sweep past the deadline: %+v %v", st, err)
+		t.Fatalf("sweep a timeout after the one that saw the heartbeat: %+v %v", st, err)
 	}
 	j = x.is("a", fdbq.Pending, "", 1)
 	if !strings.Contains(j.Error, "activity timeout") {
@@ -532,12 +540,12 @@ func TestTransitionHeartbeatHalts(t *testing.T) {
 		{"remove", func(x *trQ, l *fdbq.Lease) { trMust(x.t, "remove", x.q.Remove(x.ctx, x.q.DB(), "email", l.ID)) }},
 		{"recycle", func(x *trQ, l *fdbq.Lease) {
 			x.c.Advance(fdbq.DefaultActivityTimeout + time.Millisecond)
-			_, err := fdbq.NewMonitor(x.q, fdbq.MonitorOptions{}).Sweep(x.ctx)
+			_, err := staleSweep(x.ctx, x.q, fdbq.MonitorOptions{})
 			trMust(x.t, "sweep", err)
 		}},
 		{"recycle and re-accept", func(x *trQ, l *fdbq.Lease) {
 			x.c.Advance(fdbq.DefaultActivityTimeout + time.Millisecond)
-			_, err := fdbq.NewMonitor(x.q, fdbq.MonitorOptions{}).Sweep(x.ctx)
+			_, err := staleSweep(x.ctx, x.q, fdbq.MonitorOptions{})
 			trMust(x.t, "sweep", err)
 			x.c.Advance(time.Hour)
 			x.acceptOne(l.ID)
@@ -604,7 +612,7 @@ func TestTransitionFinishStaleLease(t *testing.T) {
 	x.add(fdbq.NewJob{ID: "a", Retry: trConstant(time.Second, 5)})
 	old := x.acceptOne("a")
 	x.c.Advance(fdbq.DefaultActivityTimeout + time.Millisecond)
-	_, err := fdbq.NewMonitor(x.q, fdbq.MonitorOptions{}).Sweep(x.ctx)
+	_, err := staleSweep(x.ctx, x.q, fdbq.MonitorOptions{})
 	trMust(t, "sweep", err)
 	x.c.Advance(time.Second)
 	cur := x.acceptOne("a")
@@ -803,7 +811,7 @@ func TestTransitionCancel(t *testing.T) {
 		}
 		// The monitor has nothing to recycle.
 		x.c.Advance(time.Hour)
-		if st, err := fdbq.NewMonitor(x.q, fdbq.MonitorOptions{}).Sweep(x.ctx); err != nil || st.Recycled != 0 {
+		if st, err := staleSweep(x.ctx, x.q, fdbq.MonitorOptions{}); err != nil || st.Recycled != 0 {
 			t.Fatalf("sweep: %+v %v", st, err)
 		}
 	})
@@ -1004,7 +1012,7 @@ func TestTransitionWorkerWritesDroppedWithStaleLock(t *testing.T) {
 		{"removed", func(x *trQ, l *fdbq.Lease) { trMust(x.t, "remove", x.q.Remove(x.ctx, x.q.DB(), "email", l.ID)) }},
 		{"recycled", func(x *trQ, l *fdbq.Lease) {
 			x.c.Advance(time.Hour)
-			_, err := fdbq.NewMonitor(x.q, fdbq.MonitorOptions{}).Sweep(x.ctx)
+			_, err := staleSweep(x.ctx, x.q, fdbq.MonitorOptions{})
 			trMust(x.t, "sweep", err)
 		}},
 	} {

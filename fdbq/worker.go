@@ -67,6 +67,7 @@ func (q *Queue) Heartbeat(ctx context.Context, tr kv.Transactor, l *Lease, o Hea
 		next := *rec
 		next.HeartbeatAt = now
 		next.ExpiresAt = now + s.ActivityTimeout.Milliseconds()
+		next.renew = true
 		if len(data) > 0 {
 			next.Data = data
 		}

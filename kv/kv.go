@@ -2,6 +2,7 @@ package kv
 
 import (
 	"context"
+	"encoding/binary"
 )
 
 // FoundationDB's limits, enforced by every backend.
@@ -28,6 +29,13 @@ type ReadTx interface {
 	Iterate(r Range, opts RangeOptions) RangeIterator
 	// ReadTransact runs fn inside this transaction (see Transactor).
 	ReadTransact(ctx context.Context, fn func(ReadTx) error) error
+	// ReadVersion returns the version this transaction reads at: every
+	// commit with a version at most this one is visible to it, and every
+	// commit with a later version was not yet visible when it was
+	// obtained. A commit's versionstamp begins with its commit version (8
+	// bytes, big-endian), so the two can be compared (CommitVersion). It
+	// fails as a read does.
+	ReadVersion() (int64, error)
 	// Context returns the context the transaction was started with.
 	Context() context.Context
 }
@@ -165,6 +173,9 @@ type Watch interface {
 // within its commit batch. Versionstamps of successive commits are strictly
 // increasing in byte order.
 type Versionstamp [10]byte
+
+// CommitVersion returns the commit version the versionstamp begins with.
+func (v Versionstamp) CommitVersion() int64 { return int64(binary.BigEndian.Uint64(v[:8])) }
 
 // Transact runs fn on t and returns its result; see Transactor.
 func Transact[T any](ctx context.Context, t Transactor, fn func(Tx) (T, error)) (T, error) {

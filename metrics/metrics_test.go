@@ -342,13 +342,17 @@ func TestRecycledBySweep(t *testing.T) {
 	if ls, err := q.Accept(ctx, "email", fdbq.AcceptOptions{Max: 2}); err != nil || len(ls) != 2 {
 		t.Fatalf("accepted %d: %v", len(ls), err)
 	}
-	clock.now = clock.now.Add(time.Hour) // past the activity timeout; nobody heartbeated
 	reg := prometheus.NewRegistry()
 	m, err := metrics.New(reg, q)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := fdbq.NewMonitor(q, fdbq.MonitorOptions{}).Sweep(ctx)
+	mon := fdbq.NewMonitor(q, fdbq.MonitorOptions{})
+	if _, err := mon.Sweep(ctx); err != nil { // notes the accepts
+		t.Fatal(err)
+	}
+	clock.now = clock.now.Add(time.Hour) // past the activity timeout; nobody heartbeated
+	s, err := mon.Sweep(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

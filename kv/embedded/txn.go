@@ -324,6 +324,17 @@ func (t *txn) Iterate(r kv.Range, opts kv.RangeOptions) kv.RangeIterator {
 
 func (t *txn) Snapshot() kv.ReadTx { return snapshotView{t} }
 
+// ReadVersion implements kv.Tx: the commit version of the snapshot the
+// transaction reads, fixed when it began.
+func (t *txn) ReadVersion() (int64, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.usable(); err != nil {
+		return 0, err
+	}
+	return int64(t.rv), nil
+}
+
 func (t *txn) get(key []byte, snapshot bool) ([]byte, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -615,6 +626,8 @@ func (v snapshotView) ReadTransact(_ context.Context, fn func(kv.ReadTx) error) 
 	return fn(v)
 }
 func (v snapshotView) Context() context.Context { return v.t.ctx }
+
+func (v snapshotView) ReadVersion() (int64, error) { return v.t.ReadVersion() }
 
 // rangeIter reads a range in pages that grow from 256 to 4096 key-values.
 type rangeIter struct {

@@ -182,6 +182,19 @@ func (t *txn) Versionstamp() *kv.Future[kv.Versionstamp] {
 // Snapshot implements kv.Tx.
 func (t *txn) Snapshot() kv.ReadTx { return reader{t: t, rt: t.tr.Snapshot()} }
 
+// ReadVersion implements kv.Tx with the transaction's read version, which
+// FoundationDB obtains at the first read or here.
+func (t *txn) ReadVersion() (int64, error) {
+	if err := t.failed(); err != nil {
+		return 0, err
+	}
+	v, err := t.tr.GetReadVersion().Get()
+	if err != nil {
+		return 0, t.mapErr(err)
+	}
+	return v, nil
+}
+
 // Transact implements kv.Tx: fn runs in this transaction, which its owner
 // commits.
 func (t *txn) Transact(ctx context.Context, fn func(kv.Tx) error) error {
@@ -356,6 +369,8 @@ func (r reader) ReadTransact(ctx context.Context, fn func(kv.ReadTx) error) erro
 }
 
 func (r reader) Context() context.Context { return r.t.ctx }
+
+func (r reader) ReadVersion() (int64, error) { return r.t.ReadVersion() }
 
 // iterator adapts fdb.RangeIterator, which fetches pages of growing size in
 // StreamingModeIterator.

@@ -343,6 +343,18 @@ func (t *faultyTx) injectRead() error {
 	return err
 }
 
+// ReadVersion implements kv.ReadTx; like a read, it may fail with
+// transaction_too_old.
+func (r reader) ReadVersion() (int64, error) {
+	if err := r.tx.tooOld(); err != nil {
+		return 0, err
+	}
+	if err := r.tx.injectRead(); err != nil {
+		return 0, err
+	}
+	return r.inner.ReadVersion()
+}
+
 // Snapshot implements kv.Tx.
 func (t *faultyTx) Snapshot() kv.ReadTx {
 	return &snapshotView{reader{tx: t, inner: t.inner.Snapshot()}}

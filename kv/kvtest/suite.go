@@ -88,6 +88,7 @@ func tests() []test {
 		{name: "VersionstampedKeyAndValue", run: testVersionstampedKeyAndValue},
 		{name: "VersionstampSameTransaction", run: testVersionstampSameTransaction},
 		{name: "VersionstampOrder", run: testVersionstampOrder},
+		{name: "ReadVersionOrdersCommits", run: testReadVersionOrdersCommits, raw: true},
 		{name: "VersionstampAfterCommit", run: testVersionstampAfterCommit, raw: true},
 
 		// Watches.

@@ -246,3 +246,50 @@ func keysOf(kvs []kv.KeyValue) [][]byte {
 	}
 	return out
 }
+
+// testReadVersionOrdersCommits: a commit's version (the first 8 bytes of
+// its versionstamp) is above the read version of its transaction and of
+// every transaction that began before it committed and cannot see it, and
+// at most the read version of every transaction that begins after it
+// committed; the snapshot view reports the same read version. This is the
+// order that FoundationDB's versions give (a read version is at least
+// every version committed before it was asked for, fdbclient's
+// NativeAPI.actor.cpp getReadVersion), and that the jobs layer's activity
+// monitor relies on.
+func testReadVersionOrdersCommits(e *env) {
+	before := e.begin()
+	defer before.Cancel()
+	rvBefore, err := before.ReadVersion()
+	if err != nil {
+		e.Fatalf("ReadVersion: %v", err)
+	}
+	if rv, err := before.Snapshot().ReadVersion(); err != nil || rv != rvBefore {
+		e.Fatalf("snapshot ReadVersion = %d, %v; the transaction's is %d", rv, err, rvBefore)
+	}
+	w := e.begin()
+	rvW, err := w.ReadVersion()
+	if err != nil {
+		e.Fatalf("ReadVersion: %v", err)
+	}
+	w.Set(e.k("rv"), []byte("v"))
+	f := w.Versionstamp()
+	if err := w.Commit(); err != nil {
+		e.Fatalf("commit: %v", err)
+	}
+	cv := e.stampOfCommit(f).CommitVersion()
+	if cv <= rvW || cv <= rvBefore {
+		e.Errorf("commit version %d, not above the read versions %d (its own) and %d (an earlier transaction's)", cv, rvW, rvBefore)
+	}
+	if v, err := before.Get(e.k("rv")); err != nil || v != nil {
+		e.Errorf("a transaction that began before the commit reads %q, %v", v, err)
+	}
+	after := e.begin()
+	defer after.Cancel()
+	rvAfter, err := after.ReadVersion()
+	if err != nil {
+		e.Fatalf("ReadVersion: %v", err)
+	}
+	if rvAfter < cv {
+		e.Errorf("read version %d of a transaction begun after a commit at %d", rvAfter, cv)
+	}
+}
