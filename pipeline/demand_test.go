@@ -58,6 +58,10 @@ func testBackpressure(t *testing.T, conc, maxDemand int) {
 	// state between two samples goes unseen for long.
 	samplerCtx, stopSampler := context.WithCancel(context.Background())
 	var maxRunning atomic.Int64
+	// sampled signals each reading: a reading follows every change, but
+	// may come after later changes, so the test waits for the sampler to
+	// see a state it holds before moving on from it.
+	sampled := make(chan struct{}, 1)
 	samplerDone := make(chan error, 1)
 	go func() {
 		samplerDone <- func() error {
@@ -68,6 +72,10 @@ func testBackpressure(t *testing.T, conc, maxDemand int) {
 						return nil, err
 					}
 					for m := maxRunning.Load(); n > m && !maxRunning.CompareAndSwap(m, n); m = maxRunning.Load() {
+					}
+					select {
+					case sampled <- struct{}{}:
+					default:
 					}
 					return tx.Watch(queueKey(tagChange, "t")), nil
 				})
@@ -119,6 +127,10 @@ func testBackpressure(t *testing.T, conc, maxDemand int) {
 	}
 	if pend := e.count(t, fdbq.Pending); pend != int64(n-maxDemand) {
 		t.Fatalf("first batch: %d pending, want %d", pend, n-maxDemand)
+	}
+	// The first batch stays running until a handler is released.
+	for maxRunning.Load() < int64(maxDemand) {
+		recv(t, sampled, "the sampler reading the first batch")
 	}
 	for done := 0; done < n; done++ {
 	drain:
