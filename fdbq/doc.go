@@ -188,6 +188,34 @@
 // nothing of the call (nor of the caller's writes in the same
 // transaction) committed, success means it committed exactly once.
 //
+// # What each error promises
+//
+// Every operation either commits what it says, once, or commits nothing of
+// the call nor of the caller's writes in its transaction (the caller must
+// return the error from its transactional function, which the operations'
+// errors make the store do):
+//
+//   - ErrHalt (Heartbeat, Finish, Fail, Resubmit): the lease no longer holds
+//     the job (recycled, canceled, removed, finished, taken by another
+//     worker); nothing was written. The worker should stop and drop its
+//     work's effects outside the store.
+//   - ErrNotFound: no such job; nothing was written. ErrWrongState (Cancel,
+//     Requeue): the job is not in a state the call applies to; nothing was
+//     written.
+//   - ErrInvalidJob, ErrUnknownType, ErrDataTooLarge: the call was refused
+//     before anything was written; what it names is wrong (a name, JSON
+//     that does not parse, data over the limit, a type not registered).
+//   - An error matching kv.ErrCommitUnknownResult (kv.UnknownResultError):
+//     the store cannot tell whether the commit applied (its connection to
+//     the cluster changed, or the call was canceled while committing); the
+//     one answer that promises neither. Read the job to find out.
+//   - Any other error of the store (context canceled, the store closed, a
+//     retry limit): nothing committed, unless it matches
+//     ErrCommitUnknownResult.
+//   - nil: the call's writes committed, exactly once, whatever other
+//     clients did between an unknown result and the retry that resolved
+//     it.
+//
 // The operations also keep marks of their own from before the store did
 // this, which a caller that commits its transactions itself still
 // benefits from: Finish, Fail and Resubmit record which lock left the
