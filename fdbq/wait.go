@@ -26,17 +26,21 @@ type WaitResult struct {
 //
 // The waits of one Queue share their watches: waits on one job hold one
 // store watch between them, made by the first and cancelled when the last
-// returns. The queue holds at most Options.WaitWatches watches on job
-// records (default DefaultWaitWatches). A wait that would go beyond that,
-// one with more than 32 jobs not there yet, and any wait for a while after
-// the store refused a watch (too_many_watches), watches instead the
-// type's change key, bumped by every change to a job of the type: one
-// watch per type, shared too, which wakes it on changes to other jobs
-// of the type as well. A watch that fails with a retryable error has it
-// read again after a backoff; a change-key watch the store refuses has it
-// read again once the queue lets go of a watch or after a backoff,
-// whichever comes first; one that fails otherwise (the store closed) ends
-// it with that error.
+// returns (a wait joins a watch only if it read the value the watch
+// started from; see watchShare). The queue's waits hold at most
+// Options.WaitWatches watches on job records (default
+// DefaultWaitWatches, a tenth of FoundationDB's 10,000 a client). A wait
+// whose watches would not fit, one with more than 32 jobs not there yet,
+// and one whose job watch the store refused (too_many_watches) watch
+// instead the type's change key, bumped by every change to a job of the
+// type: one watch a type, shared too, which wakes them on changes to
+// other jobs of the type as well. After a refusal the queue holds no more
+// job watches than the store had accepted, for half a minute.
+//
+// A watch that fails with a retryable error has the wait read again after
+// a backoff; a change-key watch the store refuses has it read again once
+// the queue lets go of a watch or after a backoff, whichever comes first;
+// a watch that fails otherwise (the store closed) ends it with that error.
 //
 // The results are in the order of ids.
 func (q *Queue) Wait(ctx context.Context, typ string, ids []string, state State) ([]WaitResult, error) {
@@ -55,19 +59,22 @@ func (q *Queue) Wait(ctx context.Context, typ string, ids []string, state State)
 		// held is the claim of the last read, kept until the next read
 		// has its own: watches on jobs still not there carry over.
 		held *watchClaim
-		// changeKey: the next read watches the change key, because the
+		// watchType: the next read watches the change key, because the
 		// store refused a job watch of this wait.
-		changeKey bool
+		watchType bool
 	)
 	defer func() { held.release() }()
 	for {
-		coarse := changeKey
-		changeKey = false
-		var claim *watchClaim
+		coarse := watchType
+		watchType = false
+		var (
+			claim *watchClaim
+			stale bool
+		)
 		results, err := kv.Transact(ctx, q.db, func(tx kv.Tx) ([]WaitResult, error) {
 			// A retry lets go of what the failed attempt claimed.
 			claim.drop()
-			claim = nil
+			claim, stale = nil, false
 			results := make([]WaitResult, len(ids))
 			var targets []watchTarget
 			seen := make(map[string]bool)
@@ -94,16 +101,21 @@ func (q *Queue) Wait(ctx context.Context, typ string, ids []string, state State)
 			if len(targets) == 0 {
 				return results, nil
 			}
+			// The change counter orders this read against those of the
+			// shared watches (see watchShare).
+			changeKey := q.k.change(typ)
+			cb, err := tx.Snapshot().Get(changeKey)
+			if err != nil {
+				return nil, err
+			}
+			ver := kv.DecodeInt64(cb)
 			if !coarse && len(targets) <= maxJobWatchesPerWait {
-				claim = q.watches.claim(tx, targets, true)
+				if claim, stale = q.watches.claim(tx, targets, ver, true); stale {
+					return results, nil
+				}
 			}
 			if claim == nil {
-				key := q.k.change(typ)
-				b, err := tx.Snapshot().Get(key)
-				if err != nil {
-					return nil, err
-				}
-				claim = q.watches.claim(tx, []watchTarget{{key: key, seen: digestOf(b)}}, false)
+				claim, stale = q.watches.claim(tx, []watchTarget{{key: changeKey, seen: digestOf(cb)}}, ver, false)
 			}
 			return results, nil
 		})
@@ -112,6 +124,10 @@ func (q *Queue) Wait(ctx context.Context, typ string, ids []string, state State)
 		if err != nil {
 			claim.drop()
 			return nil, err
+		}
+		if stale {
+			// A job changed since this read: read again.
+			continue
 		}
 		if claim == nil {
 			return results, nil
@@ -133,7 +149,7 @@ func (q *Queue) Wait(ctx context.Context, typ string, ids []string, state State)
 			rewatch.backoff = 0
 		case errors.Is(werr, kv.ErrTooManyWatches) && e.job:
 			q.watches.refused(e)
-			changeKey = true
+			watchType = true
 		case errors.Is(werr, kv.ErrTooManyWatches):
 			if err := rewatch.pause(ctx, nil, q.watches.freedChan()); err != nil {
 				return nil, err

@@ -56,9 +56,15 @@ const refusalHold = 30 * time.Second
 //   - A watch that has fired or failed is not joined: the Wait makes a
 //     new one in its own transaction, as an unshared Wait does.
 //
-// A Wait whose value differs from the shared watch's makes its own watch
-// in its transaction, which then becomes the key's shared watch; the old
-// one stays with the Waits that hold it until it fires or they let go.
+// When the values differ, the type's change counter, which the Wait reads
+// in the same transaction and which grows with every change to a job of
+// the type, orders the two reads. A Wait that read later makes its own
+// watch in its transaction, which becomes the key's shared watch (the old
+// one stays with the Waits that hold it until it fires or they let go). A
+// Wait that read earlier has missed a change since, and reads again at
+// once, as its own watch would have had it do. Equal counters mean no job
+// of the type changed between the reads, so the values are equal too.
+//
 // The only change a watch can miss is one whose value is back to the
 // watched value by the time the store compares (A→B→A); job records never
 // repeat a value (each add and accept stores a fresh token, each change a
@@ -85,6 +91,7 @@ type sharedWatch struct {
 	key     string
 	job     bool   // a job record's key (counted in jobs), else a change key
 	base    digest // of the value the watch started from
+	ver     int64  // the type's change counter its transaction read
 	refs    int
 	refused bool // the store refused it (too_many_watches)
 	// settled is closed once the transaction that made the watch is done;
@@ -128,35 +135,41 @@ type watchClaim struct {
 	madeW []kv.Watch     // their watches, in the order of made
 }
 
-// claim runs in a Wait's transaction, after its reads. For each target
-// (distinct keys) it takes a reference on the live shared watch that
-// started from the value the read saw, or else makes a watch on the key in
-// tx, which the share hands to other Waits at once (they wait for it to
-// settle). For job records, claim answers nil, and makes and holds
-// nothing, when the watches it would make do not fit the budget. The
-// transaction's caller settles the claim once it committed, or drops it.
-func (s *watchShare) claim(tx kv.Tx, targets []watchTarget, job bool) *watchClaim {
-	c := &watchClaim{s: s}
+// claim runs in a Wait's transaction, after its reads, ver being the
+// type's change counter it read. For each target (distinct keys) it takes
+// a reference on the live shared watch that started from the value the
+// read saw, or else makes a watch on the key in tx, which the share hands
+// to other Waits at once (they wait for it to settle). For job records,
+// claim answers nil, and makes and holds nothing, when the watches it
+// would make do not fit the budget. It answers stale, and holds nothing,
+// when a live shared watch started from a later read: a target's value
+// changed since the Wait read it. The transaction's caller settles the
+// claim once it committed, or drops it.
+func (s *watchShare) claim(tx kv.Tx, targets []watchTarget, ver int64, job bool) (c *watchClaim, stale bool) {
+	c = &watchClaim{s: s}
 	s.mu.Lock()
 	var fresh []watchTarget
 	for _, t := range targets {
-		if e := s.byKey[string(t.key)]; e != nil && e.base == t.seen && e.liveLocked() {
+		e := s.byKey[string(t.key)]
+		switch {
+		case e == nil || !e.liveLocked():
+			fresh = append(fresh, t)
+		case e.base == t.seen:
 			e.refs++
 			c.held = append(c.held, e)
-			continue
+		case e.ver > ver:
+			stale = true
+		default:
+			fresh = append(fresh, t)
 		}
-		fresh = append(fresh, t)
 	}
-	if job && len(fresh) > 0 && s.jobs+len(fresh) > s.jobLimitLocked(time.Now()) {
-		cancel := s.releaseLocked(c)
+	if stale || job && len(fresh) > 0 && s.jobs+len(fresh) > s.jobLimitLocked(time.Now()) {
+		s.releaseLocked(c)
 		s.mu.Unlock()
-		for _, w := range cancel {
-			w.Cancel()
-		}
-		return nil
+		return nil, stale
 	}
 	for _, t := range fresh {
-		e := &sharedWatch{key: string(t.key), job: job, base: t.seen, refs: 1, settled: make(chan struct{})}
+		e := &sharedWatch{key: string(t.key), job: job, base: t.seen, ver: ver, refs: 1, settled: make(chan struct{})}
 		s.byKey[e.key] = e
 		if job {
 			s.jobs++
@@ -168,7 +181,7 @@ func (s *watchShare) claim(tx kv.Tx, targets []watchTarget, job bool) *watchClai
 	for _, e := range c.made {
 		c.madeW = append(c.madeW, tx.Watch([]byte(e.key)))
 	}
-	return c
+	return c, false
 }
 
 // jobLimitLocked is how many job watches the share may hold now.
@@ -229,19 +242,16 @@ func (c *watchClaim) drop() {
 	}
 	s := c.s
 	s.mu.Lock()
-	for _, e := range c.made {
+	defer s.mu.Unlock()
+	for i, e := range c.made {
 		if s.byKey[e.key] == e {
 			delete(s.byKey, e.key)
 		}
+		c.madeW[i].Cancel()
 		close(e.settled)
 	}
-	made := c.madeW
 	c.made, c.madeW = nil, nil
 	s.releaseLocked(c)
-	s.mu.Unlock()
-	for _, w := range made {
-		w.Cancel()
-	}
 }
 
 // release lets go of a settled claim; a watch nobody holds any more is
@@ -250,27 +260,26 @@ func (c *watchClaim) release() {
 	if c == nil {
 		return
 	}
-	s := c.s
-	s.mu.Lock()
-	cancel := s.releaseLocked(c)
-	s.mu.Unlock()
-	for _, w := range cancel {
-		w.Cancel()
-	}
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	c.s.releaseLocked(c)
 }
 
-// releaseLocked drops the claim's references and returns the watches that
-// nobody holds any more, for the caller to cancel once it let go of mu.
+// releaseLocked drops the claim's references and cancels the watches that
+// nobody holds any more, before it stops counting them: the store holds
+// no more job watches than jobs says.
 //
 // REQUIRES: s.mu is held.
-func (s *watchShare) releaseLocked(c *watchClaim) []kv.Watch {
-	var cancel []kv.Watch
+func (s *watchShare) releaseLocked(c *watchClaim) {
 	for _, e := range c.held {
 		e.refs--
 		if e.refs > 0 {
 			continue
 		}
 		// The Wait that made e held it until e settled, so e.w is final.
+		if e.w != nil {
+			e.w.Cancel()
+		}
 		if s.byKey[e.key] == e {
 			delete(s.byKey, e.key)
 		}
@@ -280,16 +289,12 @@ func (s *watchShare) releaseLocked(c *watchClaim) []kv.Watch {
 				s.refusedJobs--
 			}
 		}
-		if e.w != nil {
-			cancel = append(cancel, e.w)
-		}
 		if s.freed != nil {
 			close(s.freed)
 			s.freed = nil
 		}
 	}
 	c.held = nil
-	return cancel
 }
 
 // refusedNow reports whether w has failed with too_many_watches.
