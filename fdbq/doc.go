@@ -169,7 +169,11 @@
 // accepted for half a minute; a change-key watch the store refuses has
 // the wait read again when the queue lets go of a watch, or after a
 // backoff. So thousands of waits hold about WaitWatches plus one watch a
-// type, and a wait never fails for want of a watch.
+// type, and a wait never fails for want of a watch. On FoundationDB a
+// watch also costs the storage server holding its key the watched value
+// plus about 1,000 bytes (fdbserver's watchValue; past the knob
+// MAX_STORAGE_SERVER_WATCH_BYTES, 100 MB, it cancels new watches and the
+// client polls): the budget bounds that as well, to WaitWatches records.
 //
 // # Answers under commit_unknown_result
 //
