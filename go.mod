@@ -11,6 +11,7 @@ require (
 	github.com/reugn/go-streams v0.13.0
 	go.uber.org/dig v1.19.0
 	go.uber.org/fx v1.24.0
+	go.uber.org/goleak v1.3.0
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/sys v0.48.0
 )

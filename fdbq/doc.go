@@ -65,7 +65,8 @@
 //	(P, 3, type)                          int64 LE, atomic add: bumped when a job becomes pending or
 //	                                      the type's settings change; acceptors and the monitor watch it
 //	(P, 4, type)                          int64 LE, atomic add: bumped by every change to a job of
-//	                                      the type; Wait and the monitor watch it
+//	                                      the type; the monitor watches it, and Wait when it does
+//	                                      not watch the records (see Waiting)
 //	(P, 5, type, expires_ms, id)          ""   running jobs by a deadline of the worker's clock, as
 //	                                      written before version 0x02 records; sweeps move them to (P, 12)
 //	(P, 6, type, finished_ms, id)         ""   finished jobs by finish time; retention sweeps them
@@ -177,6 +178,40 @@
 // loops do): each skips the jobs the others picked and have not committed
 // yet, so they do not conflict with each other, and their window need
 // only be as wide as the batch plus what the others hold.
+//
+// # Waiting
+//
+// Wait reads the jobs it waits for and, in the same transaction, watches
+// the record (P, 1, type, id) of each one not there yet: put rewrites it
+// and drop clears it at every change to the job, and nothing else writes
+// it, so a wait for one job wakes for that job alone, not for every
+// change to its type. The waits of one Queue share their watches, waits
+// on one job one store watch, reference-counted: made in the read of the
+// first, cancelled when the last lets go, and replaced once it fired or
+// failed. A wait joins a shared watch only if the watch started from the
+// value it read itself, so that every change it must wake for fires it;
+// the type's change counter, read in the same transaction, tells a wait
+// whose value differs whether it read earlier than the watch (it reads
+// again at once) or later (it makes the key's next watch). The argument
+// that no wake is missed is at watchShare.
+//
+// FoundationDB lets a client hold 10,000 watches; past that a new one
+// fails with too_many_watches. A Queue's waits hold at most
+// Options.WaitWatches watches on records (default DefaultWaitWatches,
+// 1,000), leaving the rest to acceptors, the monitor and other queues. A
+// wait whose record watches would not fit, one with more than 32 jobs not
+// there yet, and one whose record watch the store refused, watch the
+// type's change key (P, 4, type) instead: one watch a type, shared by all
+// such waits, which wake on every change to a job of the type. After a
+// refusal the queue keeps to the number of record watches the store had
+// accepted for half a minute; a change-key watch the store refuses has
+// the wait read again when the queue lets go of a watch, or after a
+// backoff. So thousands of waits hold about WaitWatches plus one watch a
+// type, and a wait never fails for want of a watch. On FoundationDB a
+// watch also costs the storage server holding its key the watched value
+// plus about 1,000 bytes (fdbserver's watchValue; past the knob
+// MAX_STORAGE_SERVER_WATCH_BYTES, 100 MB, it cancels new watches and the
+// client polls): the budget bounds that as well, to WaitWatches records.
 //
 // # Answers under commit_unknown_result
 //

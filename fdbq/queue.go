@@ -24,6 +24,11 @@ type Options struct {
 	Prefix []byte
 	// Now is the clock (default time.Now); tests inject their own.
 	Now func() time.Time
+	// WaitWatches bounds the watches on job records that the queue's
+	// waits (Wait, WaitOne) hold at once; past it they watch their types'
+	// change keys, one watch a type (see Wait). Default (0):
+	// DefaultWaitWatches. Negative: none, every wait watches a change key.
+	WaitWatches int
 }
 
 // Queue is the jobs layer over a kv store. Its operations that take a
@@ -31,9 +36,10 @@ type Options struct {
 // transaction (pass the kv.Tx), so an application can add a job, or finish
 // one, atomically with its own writes.
 type Queue struct {
-	db  *kv.DB
-	k   keys
-	now func() time.Time
+	db      *kv.DB
+	k       keys
+	now     func() time.Time
+	watches *watchShare
 }
 
 // New returns a Queue over db.
@@ -46,7 +52,14 @@ func New(db *kv.DB, opts Options) *Queue {
 	if now == nil {
 		now = time.Now
 	}
-	return &Queue{db: db, k: newKeys(tuple.FromBytes(prefix)), now: now}
+	waitWatches := opts.WaitWatches
+	switch {
+	case waitWatches == 0:
+		waitWatches = DefaultWaitWatches
+	case waitWatches < 0:
+		waitWatches = 0
+	}
+	return &Queue{db: db, k: newKeys(tuple.FromBytes(prefix)), now: now, watches: newWatchShare(waitWatches)}
 }
 
 // DB returns the store the queue runs on.

@@ -225,8 +225,8 @@ func TestSpinAcceptGroup(t *testing.T) {
 	wantAccepted(t, out, "inside")
 }
 
-// Wait watches its own type's change key: changes to jobs of other types
-// never wake it.
+// A wait watches its job's record (or, past its queue's watch budget, its
+// own type's change key): changes to jobs of other types never wake it.
 func TestSpinWaitWhileOtherTypesChange(t *testing.T) {
 	q := newRealClockQueue(t, embedded.Options{})
 	ctx := context.Background()

@@ -19,11 +19,28 @@ type WaitResult struct {
 // Wait blocks until every job in ids (of one type) has reached state, or
 // has finished (a job that finished will not reach an earlier state), or
 // does not exist, or ctx ends. It reads the jobs and, if some are not there
-// yet, watches the type's change key — bumped by every change to a job of
-// the type — in the same transaction, so no change between the read and
-// the watch is missed; it never polls. A watch that fails with a
-// retryable error has it read again after a backoff; one that fails
-// otherwise (too_many_watches) ends it with that error.
+// yet, watches in the same transaction what changes when they change: the
+// record of each job not there yet, which every change to the job
+// rewrites or clears. So it wakes for those jobs alone, and no change
+// between the read and the watch is missed; it never polls.
+//
+// The waits of one Queue share their watches: waits on one job hold one
+// store watch between them, made by the first and cancelled when the last
+// returns (a wait joins a watch only if it read the value the watch
+// started from; see watchShare). The queue's waits hold at most
+// Options.WaitWatches watches on job records (default
+// DefaultWaitWatches, a tenth of FoundationDB's 10,000 a client). A wait
+// whose watches would not fit, one with more than 32 jobs not there yet,
+// and one whose job watch the store refused (too_many_watches) watch
+// instead the type's change key, bumped by every change to a job of the
+// type: one watch a type, shared too, which wakes them on changes to
+// other jobs of the type as well. After a refusal the queue holds no more
+// job watches than the store had accepted, for half a minute.
+//
+// A watch that fails with a retryable error has the wait read again after
+// a backoff; a change-key watch the store refuses has it read again once
+// the queue lets go of a watch or after a backoff, whichever comes first;
+// a watch that fails otherwise (the store closed) ends it with that error.
 //
 // The results are in the order of ids.
 func (q *Queue) Wait(ctx context.Context, typ string, ids []string, state State) ([]WaitResult, error) {
@@ -37,49 +54,110 @@ func (q *Queue) Wait(ctx context.Context, typ string, ids []string, state State)
 			return nil, err
 		}
 	}
-	var rewatch watchRetry
+	var (
+		rewatch watchRetry
+		// held is the claim of the last read, kept until the next read
+		// has its own: watches on jobs still not there carry over.
+		held *watchClaim
+		// watchType: the next read watches the change key, because the
+		// store refused a job watch of this wait.
+		watchType bool
+	)
+	defer func() { held.release() }()
 	for {
-		type snapshot struct {
-			results []WaitResult
-			watch   kv.Watch
-		}
-		s, err := kv.Transact(ctx, q.db, func(tx kv.Tx) (*snapshot, error) {
-			out := &snapshot{results: make([]WaitResult, len(ids))}
-			reached := true
+		coarse := watchType
+		watchType = false
+		var (
+			claim *watchClaim
+			stale bool
+		)
+		results, err := kv.Transact(ctx, q.db, func(tx kv.Tx) ([]WaitResult, error) {
+			// A retry lets go of what the failed attempt claimed.
+			claim.drop()
+			claim, stale = nil, false
+			results := make([]WaitResult, len(ids))
+			var targets []watchTarget
+			seen := make(map[string]bool)
 			for i, id := range ids {
-				rec, err := q.load(tx.Snapshot(), typ, id)
+				key := q.k.job(typ, id)
+				b, err := tx.Snapshot().Get(key)
 				if err != nil {
 					return nil, err
 				}
-				switch {
-				case rec == nil:
-					out.results[i].Err = fmt.Errorf("%w: %s/%s", ErrNotFound, typ, id)
-				case rec.State == state || rec.State == Finished:
-					out.results[i].Job = rec.job(typ, id)
-				default:
-					out.results[i].Job = rec.job(typ, id)
-					reached = false
+				if b == nil {
+					results[i].Err = fmt.Errorf("%w: %s/%s", ErrNotFound, typ, id)
+					continue
+				}
+				rec, err := decodeRecord(b, typ, id)
+				if err != nil {
+					return nil, err
+				}
+				results[i].Job = rec.job(typ, id)
+				if rec.State != state && rec.State != Finished && !seen[id] {
+					seen[id] = true
+					targets = append(targets, watchTarget{key: key, seen: digestOf(b)})
 				}
 			}
-			if !reached {
-				out.watch = tx.Watch(q.k.change(typ))
+			if len(targets) == 0 {
+				return results, nil
 			}
-			return out, nil
+			// The change counter orders this read against those of the
+			// shared watches (see watchShare).
+			changeKey := q.k.change(typ)
+			cb, err := tx.Snapshot().Get(changeKey)
+			if err != nil {
+				return nil, err
+			}
+			ver := kv.DecodeInt64(cb)
+			if !coarse && len(targets) <= maxJobWatchesPerWait {
+				if claim, stale = q.watches.claim(tx, targets, ver, true); stale {
+					return results, nil
+				}
+			}
+			if claim == nil {
+				claim, stale = q.watches.claim(tx, []watchTarget{{key: changeKey, seen: digestOf(cb)}}, ver, false)
+			}
+			return results, nil
 		})
+		held.release()
+		held = nil
+		if err != nil {
+			claim.drop()
+			return nil, err
+		}
+		if stale {
+			// A job changed since this read: read again.
+			continue
+		}
+		if claim == nil {
+			return results, nil
+		}
+		claim.settle()
+		held = claim
+		e, err := claim.wait(ctx)
 		if err != nil {
 			return nil, err
 		}
-		if s.watch == nil {
-			return s.results, nil
+		if e.w == nil {
+			// The wait whose transaction was to make the watch failed:
+			// read again (and make it).
+			continue
 		}
-		select {
-		case <-s.watch.Ready():
-		case <-ctx.Done():
-			s.watch.Cancel()
-			return nil, ctx.Err()
-		}
-		if err := rewatch.after(ctx, s.watch, nil); err != nil {
-			return nil, err
+		werr := e.w.Wait(context.Background()) // ready
+		switch {
+		case werr == nil:
+			rewatch.backoff = 0
+		case errors.Is(werr, kv.ErrTooManyWatches) && e.job:
+			q.watches.refused(e)
+			watchType = true
+		case errors.Is(werr, kv.ErrTooManyWatches):
+			if err := rewatch.pause(ctx, nil, q.watches.freedChan()); err != nil {
+				return nil, err
+			}
+		default:
+			if err := rewatch.failed(ctx, werr, nil); err != nil {
+				return nil, err
+			}
 		}
 	}
 }
@@ -93,13 +171,8 @@ type watchRetry struct{ backoff time.Duration }
 var errWaitDeadline = errors.New("fdbq: wait deadline passed")
 
 // after is what a blocked call does once its watch w is ready. Fired, the
-// call reads again at once (nil). Failed with an error that means "read
-// again" (retryable, or the watch cancelled under it), it reads again
-// after a jittered backoff that doubles while its watches keep failing,
-// so that a watch that fails on every read does not turn the wait into a
-// loop of reads; errWaitDeadline when deadline (nil: none) comes first.
-// Failed otherwise (too_many_watches, a closed store), the call returns
-// the error: reading again would fail the same way, at once.
+// call reads again at once (nil). Failed, w is cancelled and failed says
+// what comes next.
 func (r *watchRetry) after(ctx context.Context, w kv.Watch, deadline <-chan time.Time) error {
 	err := w.Wait(ctx)
 	if err == nil {
@@ -107,17 +180,37 @@ func (r *watchRetry) after(ctx context.Context, w kv.Watch, deadline <-chan time
 		return nil
 	}
 	w.Cancel()
+	return r.failed(ctx, err, deadline)
+}
+
+// failed is what a blocked call does once its watch failed with err.
+// Failed with an error that means "read again" (retryable, or the watch
+// cancelled under it), it reads again after a jittered backoff that
+// doubles while its watches keep failing, so that a watch that fails on
+// every read does not turn the wait into a loop of reads; errWaitDeadline
+// when deadline (nil: none) comes first. Failed otherwise
+// (too_many_watches, a closed store), the call returns the error: reading
+// again would fail the same way, at once.
+func (r *watchRetry) failed(ctx context.Context, err error, deadline <-chan time.Time) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return ctxErr
 	}
 	if errors.Is(err, kv.ErrClosed) || !kv.IsRetryable(err) && !errors.Is(err, kv.ErrTransactionCancelled) {
 		return err
 	}
+	return r.pause(ctx, deadline, nil)
+}
+
+// pause waits out the next backoff, or until early is closed (nil:
+// never); errWaitDeadline when deadline comes first.
+func (r *watchRetry) pause(ctx context.Context, deadline <-chan time.Time, early <-chan struct{}) error {
 	r.backoff = min(max(2*r.backoff, kv.DefaultInitialBackoff), kv.DefaultMaxBackoff)
 	t := time.NewTimer(r.backoff/2 + time.Duration(rand.Int64N(int64(r.backoff/2)+1)))
 	defer t.Stop()
 	select {
 	case <-t.C:
+		return nil
+	case <-early:
 		return nil
 	case <-deadline:
 		return errWaitDeadline
