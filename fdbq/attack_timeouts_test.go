@@ -39,3 +39,33 @@ func TestAttackManualSweepsNeverRecycleJobWithLongerOwnTimeout(t *testing.T) {
 	}
 	t.Fatalf("a job dead for 5 min, its own timeout 30 s (its type's now 1 s), is still running")
 }
+
+// A type's ActivityTimeout lengthened while a job runs: the job's record
+// and entry say its timeout is 30 s (its Job.ExpiresAt says so too), but
+// the sweep's range stops at the versions a *type's* timeout (1 h) old,
+// so the dead job is taken back only an hour after its last heartbeat.
+// The deadline scheme took it back after its own 30 s.
+func TestAttackLengthenedTypeTimeoutDelaysRunningJob(t *testing.T) {
+	q, c := newQueue(t)
+	ctx := context.Background()
+	addJob(t, q, fdbq.NewJob{ID: "dead"})
+	if ls := acceptNoWait(t, q, fdbq.AcceptOptions{}); len(ls) != 1 { // own timeout: 30 s
+		t.Fatal("accept")
+	}
+	m := fdbq.NewMonitor(q, fdbq.MonitorOptions{Logger: quietLog})
+	sweep(t, m)
+	s := fdbq.DefaultTypeSettings()
+	s.Retry.Base = time.Second
+	s.ActivityTimeout = time.Hour
+	if err := q.SetType(ctx, q.DB(), "email", s); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 120; i++ { // two minutes, a sweep a second
+		c.Advance(time.Second)
+		sweep(t, m)
+		if stateOf(t, q, "dead") == fdbq.Pending {
+			return
+		}
+	}
+	t.Fatalf("a job whose own timeout is 30 s still running 2 min after its last heartbeat (its type's timeout was lengthened to 1 h)")
+}
