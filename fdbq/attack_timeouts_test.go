@@ -29,7 +29,7 @@ func TestAttackManualSweepsNeverRecycleJobWithLongerOwnTimeout(t *testing.T) {
 	}
 	// A monitor (restarted after the change, or a cron calling Sweep)
 	// sweeping every second of its clock for five minutes.
-	m := fdbq.NewMonitor(q, fdbq.MonitorOptions{Logger: quietLog})
+	m := fdbq.NewMonitor(q, fdbq.MonitorOptions{Logger: quietLog, Clock: c.Now})
 	for i := 0; i < 300; i++ {
 		sweep(t, m)
 		if stateOf(t, q, "dead") != fdbq.Running {
@@ -52,7 +52,7 @@ func TestAttackLengthenedTypeTimeoutDelaysRunningJob(t *testing.T) {
 	if ls := acceptNoWait(t, q, fdbq.AcceptOptions{}); len(ls) != 1 { // own timeout: 30 s
 		t.Fatal("accept")
 	}
-	m := fdbq.NewMonitor(q, fdbq.MonitorOptions{Logger: quietLog})
+	m := fdbq.NewMonitor(q, fdbq.MonitorOptions{Logger: quietLog, Clock: c.Now})
 	sweep(t, m)
 	s := fdbq.DefaultTypeSettings()
 	s.Retry.Base = time.Second

@@ -78,10 +78,12 @@
 //	                                      monitor deletes claims older than ClaimTTL
 //	(P, 10)                               int64 LE, atomic add: bumped when a type is registered or
 //	                                      its settings change; an idle monitor watches it
-//	(P, 12, type, read_version, id)       running jobs by the read version of the transaction that last
-//	                                      renewed them (Accept, Heartbeat); the value is that commit's
-//	                                      versionstamp (10 bytes) and the job's activity timeout (ms,
-//	                                      8 bytes big-endian); the record keeps the read version
+//	(P, 12, type, timeout_ms, read_version, id)
+//	                                      ""   running jobs by the activity timeout their last renewal
+//	                                      (Accept, Heartbeat) gave them, then by the read version of that
+//	                                      renewal's transaction, which the record keeps
+//	(P, 13, type, id)                     versionstamp of a running job's last renewal (versionstamped
+//	                                      value), read by the monitor alone
 //
 // Every state change goes through one function that rewrites the record
 // and moves its index entry and counters together, so the indexes never

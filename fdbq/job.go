@@ -119,9 +119,10 @@ type record struct {
 	renew bool
 }
 
-// activityTimeout is the activity timeout the job's last renewal gave it.
-func (r *record) activityTimeout() time.Duration {
-	return time.Duration(r.ExpiresAt-r.HeartbeatAt) * time.Millisecond
+// activityTimeoutMs is the activity timeout, in ms, the job's last
+// renewal gave it: the element of its activity entry's key.
+func (r *record) activityTimeoutMs() int64 {
+	return max(r.ExpiresAt-r.HeartbeatAt, 1)
 }
 
 func (r *record) job(typ, id string) *Job {

@@ -28,6 +28,8 @@ const (
 	tagRegistry     = 10
 	// tagActive: running jobs by the read version of their last renewal.
 	tagActive = 12
+	// tagStamp: a running job's last renewal's versionstamp.
+	tagStamp = 13
 )
 
 // keys builds the queue's keys under one prefix.
@@ -151,14 +153,27 @@ func (k keys) pendingBand(typ string, priority int) tuple.Subspace {
 func (k keys) watch(typ string) []byte  { return k.of(typ).watch }
 func (k keys) change(typ string) []byte { return k.of(typ).change }
 
-// active is a running job's activity entry: (P, 12, type, version, id),
-// where version is the read version of the transaction that last renewed
-// its activity.
-func (k keys) active(typ string, version int64, id string) []byte {
-	return indexKey(k.of(typ).active, version, id)
+// active is a running job's activity entry: (P, 12, type, timeout_ms,
+// version, id), where version is the read version of the transaction that
+// last renewed its activity and timeout_ms the activity timeout it gave.
+func (k keys) active(typ string, timeoutMs, version int64, id string) []byte {
+	p := k.of(typ).active
+	b := append(make([]byte, 0, len(p)+len(id)+20), p...)
+	return appendString(appendInt(appendInt(b, timeoutMs), version), id)
 }
 
 func (k keys) activeType(typ string) tuple.Subspace { return k.root.Sub(tagActive, typ) }
+
+// stamp holds the versionstamp of a running job's last renewal, apart from
+// its activity entry so that the index reads as any other (a transaction
+// cannot read a versionstamped value it wrote: accessed_unreadable).
+func (k keys) stamp(typ, id string) []byte { return k.root.MustPack(tuple.Tuple{tagStamp, typ, id}) }
+
+// activeGroup is the activity entries of a type's jobs of one timeout, in
+// the order of their renewals' read versions.
+func (k keys) activeGroup(typ string, timeoutMs int64) tuple.Subspace {
+	return k.root.Sub(tagActive, typ, timeoutMs)
+}
 
 // legacyActive is the activity entry of a running job written before
 // entries were keyed by version: (P, 5, type, expires_ms, id).

@@ -18,7 +18,8 @@ func TestKeysArePackedTuples(t *testing.T) {
 		for _, id := range ids {
 			check(t, k.job(typ, id), tuple.Tuple{tagJob, typ, id})
 			for _, v := range ints {
-				check(t, k.active(typ, v, id), tuple.Tuple{tagActive, typ, v, id})
+				check(t, k.active(typ, v, -v, id), tuple.Tuple{tagActive, typ, v, -v, id})
+				check(t, k.legacyActive(typ, v, id), tuple.Tuple{tagLegacyActive, typ, v, id})
 				check(t, k.finished(typ, v, id), tuple.Tuple{tagFinished, typ, v, id})
 				if v != math.MinInt64 {
 					check(t, k.pending(typ, int(v), -v, id), tuple.Tuple{tagPending, typ, -int(v), -v, id})
@@ -42,7 +43,7 @@ func FuzzKeysArePackedTuples(f *testing.F) {
 	f.Fuzz(func(t *testing.T, typ, id string, a, b int64) {
 		k := newKeys(tuple.FromBytes(DefaultPrefix))
 		check(t, k.job(typ, id), tuple.Tuple{tagJob, typ, id})
-		check(t, k.active(typ, a, id), tuple.Tuple{tagActive, typ, a, id})
+		check(t, k.active(typ, a, b, id), tuple.Tuple{tagActive, typ, a, b, id})
 		check(t, k.finished(typ, b, id), tuple.Tuple{tagFinished, typ, b, id})
 		if a != math.MinInt64 {
 			check(t, k.pending(typ, int(a), b, id), tuple.Tuple{tagPending, typ, -int(a), b, id})

@@ -330,7 +330,7 @@ func runModel(t *testing.T, seed uint64, ops int) map[string]int {
 		m:    &model{now: c.Now().UnixMilli(), s: s, jobs: map[string]*mJob{}},
 		ids:  []string{"a", "b", "c", "d", "e", "f", "g", "h"},
 		hits: map[string]int{},
-		mon:  fdbq.NewMonitor(q, fdbq.MonitorOptions{}),
+		mon:  fdbq.NewMonitor(q, fdbq.MonitorOptions{Clock: c.Now}),
 	}
 	for i := 0; i < ops; i++ {
 		r.m.op = i + 1

@@ -28,8 +28,9 @@ type MonitorOptions struct {
 	// Interval while it lasts. Default 1 s.
 	Interval time.Duration
 	// Clock measures the activity timeout (see Monitor): only its rate
-	// matters, and it must not jump. Default: the queue's Options.Now
-	// when set, else time.Now, whose readings carry the monotonic clock.
+	// matters, and it must not jump. Default time.Now, whose readings
+	// carry the monotonic clock (the queue's Options.Now is a wall clock,
+	// and is not used for this).
 	Clock func() time.Time
 	// ClaimTTL: accept claims (see Accept) older than this are deleted.
 	// Default 5 min.
@@ -139,7 +140,7 @@ func NewMonitor(q *Queue, o MonitorOptions) *Monitor {
 	}
 	clock := o.Clock
 	if clock == nil {
-		clock = q.now
+		clock = time.Now
 	}
 	return &Monitor{q: q, opts: o, batch: 1000, skipped: map[string]uint64{},
 		seen: samples{spacing: o.Interval / 4}, clock: clock}
@@ -155,8 +156,13 @@ func (m *Monitor) sample(tx kv.ReadTx) error {
 	at := m.clock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	// Samples a quarter interval apart, or farther for long timeouts, so
+	// that maxSamples cover the longest twice over and thinning (which
+	// would leave old samples ever farther apart) is for bursts alone.
+	horizon := m.longest + 2*m.opts.Interval
+	m.seen.spacing = max(m.opts.Interval/4, 2*horizon/maxSamples)
 	m.seen.note(rv, at)
-	m.seen.prune(at.Add(-m.longest - 2*m.opts.Interval))
+	m.seen.prune(at.Add(-horizon))
 	return nil
 }
 
@@ -171,12 +177,6 @@ func (m *Monitor) sampleBefore(t time.Time) (versionSample, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.seen.before(t)
-}
-
-func (m *Monitor) stale(cv int64, timeout time.Duration, now time.Time) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.seen.stale(cv, timeout, now)
 }
 
 func (m *Monitor) dueAt(cv int64, timeout time.Duration) (time.Time, bool) {
@@ -351,10 +351,11 @@ func (w *monitorWait) afterMs(deadline, now int64) {
 	w.after(time.Duration(deadline-now) * time.Millisecond)
 }
 
-// activityWindow is how many of a type's first activity entries an idle
-// monitor reads for its timer: entries are in the order of their renewals'
-// read versions, their commits in nearly that order.
-const activityWindow = 64
+// activityWindow is how many of the first activity entries of each
+// timeout group an idle monitor reads for its timer: entries are in the
+// order of their renewals' read versions, their commits in nearly that
+// order.
+const activityWindow = 16
 
 func (w *monitorWait) cancel() {
 	for _, wt := range w.watches {
@@ -430,33 +431,80 @@ func (m *Monitor) activityDue(snap kv.ReadTx, t sweepType, clock time.Time, w *m
 		w.after(0)
 		return err
 	}
-	sub := q.k.activeType(t.Name)
-	kvs, err := snap.GetRange(sub.Range(), kv.RangeOptions{Limit: activityWindow})
+	groups, _, err := m.activeGroups(snap, t.Name)
 	if err != nil {
 		return err
 	}
-	m.timeoutSeen(t.Settings.ActivityTimeout)
-	for _, e := range kvs {
-		rv, _, ok := parseIndexEntry(sub, e.Key)
-		vs, timeout, ok2 := parseActivity(e.Value)
-		if !ok || !ok2 {
-			continue
-		}
+	for _, g := range groups {
+		timeout := time.Duration(g) * time.Millisecond
 		m.timeoutSeen(timeout)
-		own, ok := m.dueAt(vs.CommitVersion(), timeout)
-		reach, ok2 := m.dueAt(rv+1, t.Settings.ActivityTimeout)
-		if !ok || !ok2 {
-			// This transaction's own sample knows of every entry it
-			// reads, unless a concurrent one beat it: look again soon.
-			w.after(m.opts.Interval)
-			continue
+		sub := q.k.activeGroup(t.Name, g)
+		kvs, err := snap.GetRange(sub.Range(), kv.RangeOptions{Limit: activityWindow})
+		if err != nil {
+			return err
 		}
-		if reach.After(own) {
-			own = reach
+		for _, e := range kvs {
+			_, id, ok := parseIndexEntry(sub, e.Key)
+			if !ok {
+				continue
+			}
+			b, err := snap.Get(q.k.stamp(t.Name, id))
+			if err != nil {
+				return err
+			}
+			vs, ok := parseActivity(b)
+			if !ok {
+				continue
+			}
+			due, ok := m.dueAt(vs.CommitVersion(), timeout)
+			if !ok {
+				// This transaction's own sample knows of every entry it
+				// reads, unless a concurrent one beat it: look again soon.
+				w.after(m.opts.Interval)
+				continue
+			}
+			w.after(due.Sub(clock))
 		}
-		w.after(own.Sub(clock))
 	}
 	return nil
+}
+
+// maxGroups bounds the timeout groups of a type's running jobs that one
+// sweep or wait goes through: a type has one group per activity timeout
+// its running jobs were given, so more than this many means settings
+// changed again and again while jobs ran; the rest are reached as the
+// first ones empty.
+const maxGroups = 256
+
+// activeGroups returns the timeouts (ms) of a type's running jobs, each a
+// group of its activity index, in order, one read each, and the keys that
+// belong to no group (malformed: a sweep skips them).
+func (m *Monitor) activeGroups(tx kv.ReadTx, typ string) ([]int64, [][]byte, error) {
+	sub := m.q.k.activeType(typ)
+	r := sub.Range()
+	var groups []int64
+	var bad [][]byte
+	for len(groups) < maxGroups && len(bad) < maxGroups {
+		kvs, err := tx.GetRange(r, kv.RangeOptions{Limit: 1})
+		if err != nil || len(kvs) == 0 {
+			return groups, bad, err
+		}
+		key := kvs[0].Key
+		t, err := sub.Unpack(key)
+		g, ok := int64(0), false
+		if err == nil && len(t) == 3 {
+			g, ok = t[0].(int64)
+			ok = ok && g > 0 && g <= maxTimeoutMs
+		}
+		if !ok {
+			bad = append(bad, key)
+			r.Begin = kv.KeyAfter(key)
+			continue
+		}
+		groups = append(groups, g)
+		r.Begin = m.q.k.activeGroup(typ, g).Range().End
+	}
+	return groups, bad, nil
 }
 
 // firstEntry returns the time of the first entry of sub, an index whose
@@ -646,50 +694,81 @@ func (m *Monitor) shrinkForRetry() int {
 // recycle makes running jobs stale by the monitor's samples (see Monitor)
 // pending again (counting the attempt), or failed when out of attempts.
 //
-// The range read goes up to the version of the latest sample the type's
-// activity timeout old: an entry after it was renewed by a transaction
-// that read later, so committed later. A job whose own timeout is longer
-// (the type's was shortened since its renewal) is checked with its own.
+// It goes through the type's activity index a timeout group at a time. In
+// a group of timeout d, the range read goes up to the version of the
+// latest sample d old: an entry after it was renewed by a transaction that
+// read later, so committed later; of the entries before, a job is taken
+// back if its renewal committed at that sample's version or before.
 func (m *Monitor) recycle(ctx context.Context, typ string, s TypeSettings, st *SweepStats) error {
 	q := m.q
-	sub := q.k.activeType(typ)
-	plan := func() (sweepPlan, bool) {
-		// Read before the batch's transaction obtains its read version:
-		// at least this much time has passed when it reads.
-		now := m.clock()
-		sm, ok := m.sampleBefore(now.Add(-s.ActivityTimeout))
-		if !ok {
-			return sweepPlan{}, false
-		}
-		return sweepPlan{
-			end: rangeUpTo(sub, sm.rv-1).End,
-			match: func(e kv.KeyValue, at int64, rec *record) (bool, error) {
-				if rec.legacy || rec.ActiveVersion != at {
-					return false, nil
-				}
-				vs, timeout, ok := parseActivity(e.Value)
-				if !ok {
-					return false, fmt.Errorf("fdbq: malformed activity entry %q", e.Key)
-				}
-				return m.stale(vs.CommitVersion(), timeout, now), nil
-			},
-		}, true
+	read, err := kv.ReadTransact(ctx, q.db, func(tx kv.ReadTx) (groupsRead, error) {
+		g, b, err := m.activeGroups(tx, typ)
+		return groupsRead{g, b}, err
+	})
+	if err != nil {
+		return err
 	}
-	counts, err := m.sweepIndex(ctx, typ, sub, Running, plan,
-		func(tx kv.Tx, id string, rec *record) (string, error) {
-			next := *rec
-			// Cut to the room the job's data leaves, so that a job at
-			// the size limit can be taken back too.
-			next.setError("activity timeout: no heartbeat for " + s.ActivityTimeout.String())
-			next.LastLock = rec.Lock + ":recycle"
-			q.retryOrFail(&next, s)
-			if err := q.put(tx, typ, id, rec, &next); err != nil {
-				return "", err
+	groups, bad := read.groups, read.bad
+	for _, key := range bad {
+		m.skip(typ, key, fmt.Errorf("fdbq: malformed index entry %q", key))
+	}
+	st.add(typ, 0, 0, 0, len(bad))
+	act := func(tx kv.Tx, id string, rec *record) (string, error) {
+		next := *rec
+		// Cut to the room the job's data leaves, so that a job at the
+		// size limit can be taken back too.
+		next.setError("activity timeout: no heartbeat for " + (time.Duration(rec.activityTimeoutMs()) * time.Millisecond).String())
+		next.LastLock = rec.Lock + ":recycle"
+		q.retryOrFail(&next, s)
+		if err := q.put(tx, typ, id, rec, &next); err != nil {
+			return "", err
+		}
+		return string(next.State), nil
+	}
+	var errs []error
+	for _, g := range groups {
+		timeout := time.Duration(g) * time.Millisecond
+		m.timeoutSeen(timeout)
+		sub := q.k.activeGroup(typ, g)
+		plan := func() (sweepPlan, bool) {
+			// Read before the batch's transaction obtains its read
+			// version: at least this much time has passed when it reads.
+			now := m.clock()
+			sm, ok := m.sampleBefore(now.Add(-timeout))
+			if !ok {
+				return sweepPlan{}, false
 			}
-			return string(next.State), nil
-		})
-	st.add(typ, counts[string(Pending)]+counts[string(Finished)], counts[string(Finished)], 0, counts[skippedJob])
-	return err
+			return sweepPlan{
+				end: rangeUpTo(sub, sm.rv-1).End,
+				match: func(tx kv.Tx, e kv.KeyValue, id string, at int64, rec *record) (bool, error) {
+					if rec.legacy || rec.ActiveVersion != at || rec.activityTimeoutMs() != g {
+						return false, nil
+					}
+					b, err := tx.Get(q.k.stamp(typ, id))
+					if err != nil {
+						return false, err
+					}
+					vs, ok := parseActivity(b)
+					if !ok {
+						return false, fmt.Errorf("fdbq: malformed activity stamp of %s/%s: %q", typ, id, b)
+					}
+					return vs.CommitVersion() <= sm.rv, nil
+				},
+			}, true
+		}
+		counts, err := m.sweepIndex(ctx, typ, sub, Running, plan, act)
+		st.add(typ, counts[string(Pending)]+counts[string(Finished)], counts[string(Finished)], 0, counts[skippedJob])
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// groupsRead is what activeGroups read.
+type groupsRead struct {
+	groups []int64
+	bad    [][]byte
 }
 
 // migrate moves the activity entries of jobs that started running under an
@@ -703,7 +782,7 @@ func (m *Monitor) migrate(ctx context.Context, typ string, st *SweepStats) error
 	plan := func() (sweepPlan, bool) {
 		return sweepPlan{
 			end: sub.Range().End,
-			match: func(_ kv.KeyValue, at int64, rec *record) (bool, error) {
+			match: func(_ kv.Tx, _ kv.KeyValue, _ string, at int64, rec *record) (bool, error) {
 				return rec.legacy && rec.ExpiresAt == at, nil
 			},
 		}, true
@@ -725,7 +804,7 @@ func (m *Monitor) expire(ctx context.Context, typ string, retention time.Duratio
 	plan := func() (sweepPlan, bool) {
 		return sweepPlan{
 			end: rangeUpTo(sub, q.nowMs()-retention.Milliseconds()).End,
-			match: func(_ kv.KeyValue, at int64, rec *record) (bool, error) {
+			match: func(_ kv.Tx, _ kv.KeyValue, _ string, at int64, rec *record) (bool, error) {
 				return rec.FinishedAt == at, nil
 			},
 		}, true
@@ -748,7 +827,7 @@ const skippedJob = "skipped"
 // the entry as one the sweep cannot read.
 type sweepPlan struct {
 	end   []byte
-	match func(e kv.KeyValue, at int64, rec *record) (bool, error)
+	match func(tx kv.Tx, e kv.KeyValue, id string, at int64, rec *record) (bool, error)
 }
 
 // sweepIndex works through the entries (time or version, id) of one of a
@@ -825,8 +904,11 @@ func (m *Monitor) sweepIndex(ctx context.Context, typ string, sub tuple.Subspace
 				if rec.State != state {
 					continue
 				}
-				due, err := p.match(e, at, rec)
+				due, err := p.match(tx, e, id, at, rec)
 				if err != nil {
+					if !jobProblem(err) {
+						return err
+					}
 					skipped = append(skipped, skippedEntry{e.Key, err})
 					continue
 				}

@@ -40,7 +40,7 @@ func TestMonitorRecyclesJobWithoutHeartbeat(t *testing.T) {
 	ctx := context.Background()
 	addJob(t, q, fdbq.NewJob{ID: "a"})
 	l := acceptNoWait(t, q, fdbq.AcceptOptions{})[0]
-	m := fdbq.NewMonitor(q, fdbq.MonitorOptions{})
+	m := fdbq.NewMonitor(q, fdbq.MonitorOptions{Clock: c.Now})
 
 	// The first sweep notes the store's version: the accept committed
 	// before it. A timeout later by the monitor's clock, the job is stale.
@@ -107,7 +107,7 @@ func TestMonitorRecyclesJobWithoutHeartbeat(t *testing.T) {
 func TestMonitorRecycledAtMaxAttemptsFails(t *testing.T) {
 	q, c := newQueue(t)
 	addJob(t, q, fdbq.NewJob{ID: "a", MaxAttempts: 2})
-	m := fdbq.NewMonitor(q, fdbq.MonitorOptions{})
+	m := fdbq.NewMonitor(q, fdbq.MonitorOptions{Clock: c.Now})
 	for attempt := 1; attempt <= 2; attempt++ {
 		ls := acceptNoWait(t, q, fdbq.AcceptOptions{})
 		if len(ls) != 1 || ls[0].Attempts != attempt {
@@ -137,7 +137,7 @@ func TestMonitorHeartbeatKeepsJobAlive(t *testing.T) {
 	ctx := context.Background()
 	addJob(t, q, fdbq.NewJob{ID: "a"})
 	l := acceptNoWait(t, q, fdbq.AcceptOptions{})[0]
-	m := fdbq.NewMonitor(q, fdbq.MonitorOptions{})
+	m := fdbq.NewMonitor(q, fdbq.MonitorOptions{Clock: c.Now})
 	sweep(t, m) // sees the accept
 
 	c.Advance(20 * time.Second)
@@ -207,7 +207,7 @@ func TestMonitorRetention(t *testing.T) {
 	if err := q.Cancel(ctx, q.DB(), "email", "young"); err != nil {
 		t.Fatal(err)
 	}
-	m := fdbq.NewMonitor(q, fdbq.MonitorOptions{})
+	m := fdbq.NewMonitor(q, fdbq.MonitorOptions{Clock: c.Now})
 
 	c.Advance(30*time.Minute - time.Millisecond) // old finished just under an hour ago
 	if st := sweep(t, m); st.Expired != 0 {
@@ -252,7 +252,7 @@ func TestMonitorClearsStaleClaims(t *testing.T) {
 	if n := claims(); n != 1 {
 		t.Fatalf("%d claims after one accept, want 1", n)
 	}
-	m := fdbq.NewMonitor(q, fdbq.MonitorOptions{ClaimTTL: 5 * time.Minute})
+	m := fdbq.NewMonitor(q, fdbq.MonitorOptions{Clock: c.Now, ClaimTTL: 5 * time.Minute})
 	c.Advance(5*time.Minute - time.Millisecond)
 	if err := q.Heartbeat(ctx, q.DB(), l, fdbq.HeartbeatOptions{}); err != nil {
 		t.Fatal(err) // keep the job itself alive
@@ -291,7 +291,7 @@ func TestMonitorConcurrentSweepsRecycleOnce(t *testing.T) {
 	monitors := make([]*fdbq.Monitor, 2)
 	for i := range monitors {
 		mq := fdbq.New(kv.NewDB(q.DB().Backend(), kv.Options{}), fdbq.Options{Now: c.Now})
-		monitors[i] = fdbq.NewMonitor(mq, fdbq.MonitorOptions{})
+		monitors[i] = fdbq.NewMonitor(mq, fdbq.MonitorOptions{Clock: c.Now})
 	}
 	for round := 1; round <= 3; round++ {
 		for {
@@ -367,6 +367,7 @@ func TestMonitorStartStop(t *testing.T) {
 	base := runtime.NumGoroutine()
 	swept := make(chan fdbq.SweepStats, 1)
 	m := fdbq.NewMonitor(q, fdbq.MonitorOptions{
+		Clock:    c.Now,
 		Interval: time.Millisecond,
 		OnSweep: func(st fdbq.SweepStats) {
 			select {
@@ -490,7 +491,7 @@ func checkAIMD(t *testing.T, recs []batchRecord) {
 func TestMonitorBatchGrowsOnSuccess(t *testing.T) {
 	q, c := newQueue(t)
 	hq, hb := hookedQueue(q, c.Now)
-	m := fdbq.NewMonitor(hq, fdbq.MonitorOptions{})
+	m := fdbq.NewMonitor(hq, fdbq.MonitorOptions{Clock: c.Now})
 	records := recordBatches(hb, &m, func(int) error { return nil })
 	before := m.BatchSize()
 	sweep(t, m)
@@ -509,7 +510,7 @@ func TestMonitorBatchShrinksOnRetriedFailure(t *testing.T) {
 	addJob(t, q, fdbq.NewJob{ID: "a"})
 	acceptNoWait(t, q, fdbq.AcceptOptions{})
 	hq, hb := hookedQueue(q, c.Now)
-	m := fdbq.NewMonitor(hq, fdbq.MonitorOptions{})
+	m := fdbq.NewMonitor(hq, fdbq.MonitorOptions{Clock: c.Now})
 	sweep(t, m)
 	c.Advance(activityTimeout + time.Millisecond)
 	records := recordBatches(hb, &m, func(i int) error {
@@ -544,7 +545,7 @@ func TestMonitorBatchShrinksWhenTooLarge(t *testing.T) {
 	}
 	acceptNoWait(t, q, fdbq.AcceptOptions{Max: 3})
 	hq, hb := hookedQueue(q, c.Now)
-	m := fdbq.NewMonitor(hq, fdbq.MonitorOptions{})
+	m := fdbq.NewMonitor(hq, fdbq.MonitorOptions{Clock: c.Now})
 	sweep(t, m)
 	c.Advance(activityTimeout + time.Millisecond)
 	records := recordBatches(hb, &m, func(i int) error {

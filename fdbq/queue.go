@@ -3,7 +3,6 @@ package fdbq
 import (
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -126,7 +125,8 @@ func (q *Queue) put(tx kv.Tx, typ, id string, old, rec *record) error {
 		tx.Add(q.k.watch(typ), 1)
 	case Running:
 		if renew {
-			tx.SetVersionstampedValue(q.k.active(typ, rec.ActiveVersion, id), activityValue(rec.activityTimeout()))
+			tx.Set(q.k.active(typ, rec.activityTimeoutMs(), rec.ActiveVersion, id), nil)
+			tx.SetVersionstampedValue(q.k.stamp(typ, id), activityValue[:])
 		}
 	case Finished:
 		tx.Set(q.k.finished(typ, rec.FinishedAt, id), nil)
@@ -142,30 +142,25 @@ func (q *Queue) put(tx kv.Tx, typ, id string, old, rec *record) error {
 	return nil
 }
 
-// activityValue is an activity entry's value as written: a versionstamp
-// placeholder, which the commit fills in, then the job's activity timeout
-// in ms (8 bytes, big-endian), then the placeholder's offset (0) for
-// SetVersionstampedValue.
-func activityValue(timeout time.Duration) []byte {
-	b := make([]byte, 10+8+4)
-	binary.BigEndian.PutUint64(b[10:18], uint64(max(timeout.Milliseconds(), 1)))
-	return b
+// activityValue is a renewal's stamp as written: a versionstamp
+// placeholder, which the commit fills in, then the placeholder's offset
+// (0) for SetVersionstampedValue. Never written to.
+var activityValue [10 + 4]byte
+
+// parseActivity reads a renewal's stored stamp: the versionstamp of the
+// commit that wrote it.
+func parseActivity(v []byte) (kv.Versionstamp, bool) {
+	var vs kv.Versionstamp
+	if len(v) != len(vs) {
+		return vs, false
+	}
+	copy(vs[:], v)
+	return vs, true
 }
 
-// parseActivity reads an activity entry's stored value: the versionstamp
-// of the commit that wrote it, and the job's activity timeout.
-func parseActivity(v []byte) (kv.Versionstamp, time.Duration, bool) {
-	var vs kv.Versionstamp
-	if len(v) != 18 {
-		return vs, 0, false
-	}
-	copy(vs[:], v[:10])
-	ms := int64(binary.BigEndian.Uint64(v[10:18]))
-	if ms <= 0 || ms > math.MaxInt64/int64(time.Millisecond) {
-		return vs, 0, false
-	}
-	return vs, time.Duration(ms) * time.Millisecond, true
-}
+// maxTimeoutMs bounds the timeouts read from activity keys, so that they
+// convert to a time.Duration.
+const maxTimeoutMs = math.MaxInt64 / int64(time.Millisecond)
 
 // drop deletes a job.
 func (q *Queue) drop(tx kv.Tx, typ, id string, old *record) {
@@ -183,7 +178,8 @@ func (q *Queue) unindex(tx kv.Tx, typ, id string, old *record) {
 		if old.legacy {
 			tx.Clear(q.k.legacyActive(typ, old.ExpiresAt, id))
 		} else {
-			tx.Clear(q.k.active(typ, old.ActiveVersion, id))
+			tx.Clear(q.k.active(typ, old.activityTimeoutMs(), old.ActiveVersion, id))
+			tx.Clear(q.k.stamp(typ, id))
 		}
 	case Finished:
 		tx.Clear(q.k.finished(typ, old.FinishedAt, id))

@@ -23,10 +23,13 @@ type skewRun struct {
 
 // newSkewRun starts the monitor's clock skew ahead of the worker's
 // (behind, when negative). monitorClock, if set, is the monitor's own
-// clock for timeouts; else it uses its queue's wall clock.
+// clock for timeouts; else it is its wall clock, which here does not jump.
 func newSkewRun(t *testing.T, skew time.Duration, monitorClock func() time.Time) *skewRun {
 	wq, wc := newQueue(t)
 	mc := &clock{now: wc.Now().Add(skew)}
+	if monitorClock == nil {
+		monitorClock = mc.Now
+	}
 	mq := fdbq.New(kv.NewDB(wq.DB().Backend(), kv.Options{}), fdbq.Options{Now: mc.Now})
 	return &skewRun{
 		t: t, ctx: context.Background(), wq: wq, wc: wc, mc: mc,

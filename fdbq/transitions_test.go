@@ -506,7 +506,7 @@ func TestTransitionHeartbeat(t *testing.T) {
 	// The lease is renewed: a monitor that saw the job 20 s before a
 	// heartbeat, and sweeps 20 s after it, leaves it alone; one timeout
 	// after it saw the heartbeat, it takes the job back.
-	m := fdbq.NewMonitor(x.q, fdbq.MonitorOptions{})
+	m := fdbq.NewMonitor(x.q, fdbq.MonitorOptions{Clock: x.c.Now})
 	if st, err := m.Sweep(x.ctx); err != nil || st.Recycled != 0 {
 		t.Fatalf("first sweep: %+v %v", st, err)
 	}

@@ -347,7 +347,7 @@ func TestRecycledBySweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mon := fdbq.NewMonitor(q, fdbq.MonitorOptions{})
+	mon := fdbq.NewMonitor(q, fdbq.MonitorOptions{Clock: func() time.Time { return clock.now }})
 	if _, err := mon.Sweep(ctx); err != nil { // notes the accepts
 		t.Fatal(err)
 	}

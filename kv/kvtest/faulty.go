@@ -343,16 +343,20 @@ func (t *faultyTx) injectRead() error {
 	return err
 }
 
-// ReadVersion implements kv.ReadTx; like a read, it may fail with
-// transaction_too_old.
+// ReadVersion implements kv.ReadTx. Nothing is injected: FoundationDB
+// obtains a transaction's read version once and keeps it
+// (Transaction::getReadVersion in fdbclient's NativeAPI), so asking for
+// it never answers transaction_too_old; an earlier injected too-old read
+// still fails it, as the transaction is then too old.
 func (r reader) ReadVersion() (int64, error) {
+	v, err := r.inner.ReadVersion()
+	if err != nil {
+		return 0, err
+	}
 	if err := r.tx.tooOld(); err != nil {
 		return 0, err
 	}
-	if err := r.tx.injectRead(); err != nil {
-		return 0, err
-	}
-	return r.inner.ReadVersion()
+	return v, nil
 }
 
 // Snapshot implements kv.Tx.
