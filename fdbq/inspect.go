@@ -3,6 +3,7 @@ package fdbq
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 
 	"github.com/jobstage/jobstage/kv"
@@ -49,6 +50,10 @@ type ListOptions struct {
 // Page is one page of a listing.
 type Page struct {
 	Jobs []*Job
+	// Unreadable are the page's index entries whose job could not be read:
+	// a record that does not decode, or a key that is not one fdbq writes.
+	// They are not in Jobs, and the listing goes on past them.
+	Unreadable []Unreadable
 	// Next is the cursor of the next page; empty when this is the last.
 	Next string
 }
@@ -56,22 +61,19 @@ type Page struct {
 // List returns jobs of a type in a state, a page at a time, in index order:
 // pending by priority then scheduled time, running by activity deadline,
 // finished by finish time. Each page is one read of the index and of the
-// page's records, so listing a large queue never holds it in memory.
+// page's records, so listing a large queue never holds it in memory. An
+// entry whose job cannot be read is reported in Page.Unreadable, in the
+// page whose limit counts it, and the listing goes on with the rest.
 func (q *Queue) List(ctx context.Context, tr kv.ReadTransactor, typ string, o ListOptions) (*Page, error) {
 	if err := checkName("type name", typ); err != nil {
 		return nil, err
 	}
-	var sub tuple.Subspace
 	switch o.State {
-	case Pending:
-		sub = q.k.pendingType(typ)
-	case Running:
-		sub = q.k.activeType(typ)
-	case Finished:
-		sub = q.k.finishedType(typ)
+	case Pending, Running, Finished:
 	default:
 		return nil, fmt.Errorf("%w: list: unknown state %q", ErrInvalidJob, o.State)
 	}
+	sub := q.index(typ, o.State)
 	limit := o.Limit
 	if limit <= 0 {
 		limit = 100
@@ -97,12 +99,17 @@ func (q *Queue) List(ctx context.Context, tr kv.ReadTransactor, typ string, o Li
 			page.Next = base64.RawURLEncoding.EncodeToString(kvs[len(kvs)-1].Key)
 		}
 		for _, e := range kvs {
-			t, err := sub.Unpack(e.Key)
-			if err != nil {
-				return nil, err
+			id, ok := q.entryID(typ, o.State, e.Key)
+			if !ok {
+				page.Unreadable = append(page.Unreadable, Unreadable{Key: e.Key,
+					Err: corrupt(fmt.Errorf("fdbq: malformed %s index entry %q", o.State, e.Key))})
+				continue
 			}
-			id, _ := t[len(t)-1].(string)
 			rec, err := q.load(snap, typ, id)
+			if errors.Is(err, ErrCorrupt) {
+				page.Unreadable = append(page.Unreadable, Unreadable{ID: id, Key: e.Key, Err: err})
+				continue
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -113,6 +120,34 @@ func (q *Queue) List(ctx context.Context, tr kv.ReadTransactor, typ string, o Li
 		}
 		return page, nil
 	})
+}
+
+// index is the type's index of jobs in state s.
+func (q *Queue) index(typ string, s State) tuple.Subspace {
+	switch s {
+	case Pending:
+		return q.k.pendingType(typ)
+	case Running:
+		return q.k.activeType(typ)
+	}
+	return q.k.finishedType(typ)
+}
+
+// entryID reads the job id of an entry of the type's index of state s, or
+// reports false when the key is not one fdbq writes.
+func (q *Queue) entryID(typ string, s State, key []byte) (string, bool) {
+	switch s {
+	case Pending:
+		_, _, id, err := q.parsePending(typ, key)
+		return id, err == nil
+	case Running:
+		_, id, ok := parseIndexEntry(q.k.activeType(typ), key)
+		return id, ok
+	case Finished:
+		_, id, ok := parseIndexEntry(q.k.finishedType(typ), key)
+		return id, ok
+	}
+	return "", false
 }
 
 // snapshotOf returns the snapshot view of tx when it has one: reads for
