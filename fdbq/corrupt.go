@@ -1,8 +1,12 @@
 package fdbq
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
+
+	"github.com/jobstage/jobstage/kv"
 )
 
 // ErrCorrupt: what the store holds for a job or a type does not decode: a
@@ -65,4 +69,121 @@ type Unreadable struct {
 	Key []byte
 	// Err says what is wrong; it wraps ErrCorrupt.
 	Err error
+}
+
+// maxRemoveRounds bounds Remove's transactions for a job whose record
+// does not decode: one that finds no entry, and one after each search.
+const maxRemoveRounds = 3
+
+// locateBatch bounds the index entries that one transaction of locate
+// reads (a pending entry can carry a record of up to 2 KB).
+var locateBatch = 1000
+
+// located is what a search of a type's indexes found for one job: the key
+// of the entry that names it and the state of its index, or no key when
+// none does; record is the job's stored value the search was made for.
+type located struct {
+	record []byte
+	key    []byte
+	state  State
+}
+
+// indexEntry is a key of one of a type's indexes, and the state of the
+// index.
+type indexEntry struct {
+	key   []byte
+	state State
+}
+
+// dropUnreadable removes the job id, whose stored value b does not decode,
+// when it finds the index entry that points at it: the entry made from
+// b's header, or the one loc found for b. It reports false, having written
+// nothing, when neither finds it and loc is not a search for b; with such
+// a search that found nothing, it clears the record alone.
+func (q *Queue) dropUnreadable(tx kv.Tx, typ, id string, b []byte, loc *located) (bool, error) {
+	cands := q.headerEntries(typ, id, b)
+	searched := loc != nil && bytes.Equal(loc.record, b)
+	if searched && loc.key != nil {
+		cands = append(cands, indexEntry{loc.key, loc.state})
+	}
+	var found *indexEntry
+	for i, c := range cands {
+		kvs, err := tx.GetRange(kv.SingleKeyRange(c.key), kv.RangeOptions{Limit: 1})
+		if err != nil {
+			return false, err
+		}
+		if len(kvs) > 0 {
+			found = &cands[i]
+			break
+		}
+	}
+	if found == nil && !searched {
+		return false, nil
+	}
+	if found != nil {
+		tx.Clear(found.key)
+		tx.Add(q.k.count(typ, found.state), -1)
+	}
+	tx.Clear(q.k.job(typ, id))
+	tx.Add(q.k.change(typ), 1)
+	return true, nil
+}
+
+// headerEntries returns the index entries a record in format 1 would have
+// in each state, made from its header (state, outcome and flags bytes,
+// priority, attempts, max attempts, then the times), which precedes its
+// text and data and so can often still be read when they cannot; none when
+// b is not in format 1 or its header is cut short.
+func (q *Queue) headerEntries(typ, id string, b []byte) []indexEntry {
+	if len(b) == 0 || b[0] != formatBinary1 {
+		return nil
+	}
+	d := recordReader{b: b[1:]}
+	d.byte()
+	d.byte()
+	d.byte()
+	priority := d.varint()
+	d.uvarint()
+	d.uvarint()
+	var times [7]int64 // added, scheduled, started, heartbeat, finished, expires, resubmit
+	for i := range times {
+		times[i] = d.varint()
+	}
+	if d.err != nil || int64(int(priority)) != priority {
+		return nil
+	}
+	return []indexEntry{
+		{q.k.pending(typ, int(priority), times[1], id), Pending},
+		{q.k.active(typ, times[5], id), Running},
+		{q.k.finished(typ, times[4], id), Finished},
+	}
+}
+
+// locate looks for the index entry that names job id through the type's
+// pending, running and finished indexes, in read-only transactions of at
+// most locateBatch entries; b is the job's stored value.
+func (q *Queue) locate(ctx context.Context, typ, id string, b []byte) (*located, error) {
+	loc := &located{record: b}
+	for _, s := range []State{Pending, Running, Finished} {
+		r := q.index(typ, s).Range()
+		for {
+			kvs, err := kv.ReadTransact(ctx, q.db, func(tx kv.ReadTx) ([]kv.KeyValue, error) {
+				return tx.GetRange(r, kv.RangeOptions{Limit: locateBatch})
+			})
+			if err != nil {
+				return nil, err
+			}
+			for _, e := range kvs {
+				if got, ok := q.entryID(typ, s, e.Key); ok && got == id {
+					loc.key, loc.state = e.Key, s
+					return loc, nil
+				}
+			}
+			if len(kvs) < locateBatch {
+				break
+			}
+			r.Begin = kv.KeyAfter(kvs[len(kvs)-1].Key)
+		}
+	}
+	return loc, nil
 }

@@ -162,6 +162,118 @@ func TestUnreadableListGoesOn(t *testing.T) {
 	}
 }
 
+// unWantEntries checks how many entries the type's three indexes hold,
+// and that none names id.
+func (x *trQ) unWantEntries(id string, n int) {
+	x.t.Helper()
+	got := 0
+	for _, tag := range []int{2, 5, 6} {
+		kvs, err := kv.ReadTransact(x.ctx, x.q.DB(), func(tx kv.ReadTx) ([]kv.KeyValue, error) {
+			return tx.GetRange(unRoot.Sub(tag, "email").Range(), kv.RangeOptions{})
+		})
+		trMust(x.t, "read index", err)
+		for _, e := range kvs {
+			if tu, err := unRoot.Unpack(e.Key); err == nil && tu[len(tu)-1] == id {
+				x.t.Fatalf("%s still has its index entry %v", id, tu)
+			}
+		}
+		got += len(kvs)
+	}
+	if got != n {
+		x.t.Fatalf("the indexes hold %d entries, want %d", got, n)
+	}
+}
+
+// Remove deletes a job whose record does not decode, in every state, with
+// its index entry and count: made from the record's times when they can
+// be read, found through the indexes when not (past many other jobs, in
+// the caller's transaction too). Cancel and Requeue say what is wrong.
+func TestUnreadableRemove(t *testing.T) {
+	records := map[string]func(good []byte) []byte{
+		"times readable": func(good []byte) []byte { return append(good[:len(good)-1:len(good)-1], 0x7f, 0x7f) },
+		"cut short":      func(good []byte) []byte { return good[:5] },
+		"unknown format": func([]byte) []byte { return unreadableRecords["unknown format"] },
+		"not json":       func([]byte) []byte { return unreadableRecords["not json"] },
+		"json state":     func([]byte) []byte { return unreadableRecords["json state"] },
+	}
+	for _, state := range []fdbq.State{fdbq.Pending, fdbq.Running, fdbq.Finished} {
+		for name, spoil := range records {
+			for _, inTx := range []bool{false, true} {
+				t.Run(fmt.Sprint(state, "/", name, "/in a transaction=", inTx), func(t *testing.T) {
+					x := newTrQ(t)
+					batch := 3
+					if name == "times readable" {
+						batch = -1 // a search fails: the entry must be made from the times
+					}
+					restore := fdbq.SetLocateBatch(batch)
+					defer restore()
+					// Others of each state before and after it, more than a
+					// search reads at a time.
+					for i := range 4 {
+						for _, s := range []fdbq.State{fdbq.Pending, fdbq.Running, fdbq.Finished} {
+							x.unInState(fmt.Sprintf("%s-%d", s, i), s)
+						}
+						if i == 1 {
+							x.unInState("bad", state)
+						}
+						x.c.Advance(time.Second)
+					}
+					before := x.counts()
+					unPlant(t, x.q.DB(), trJobKey("email", "bad"), spoil(x.raw(trJobKey("email", "bad"))))
+
+					for _, op := range []struct {
+						name string
+						do   func(context.Context, kv.Transactor, string, string) error
+					}{{"cancel", x.q.Cancel}, {"requeue", x.q.Requeue}} {
+						err := op.do(x.ctx, x.q.DB(), "email", "bad")
+						if !errors.Is(err, fdbq.ErrCorrupt) || !strings.Contains(err.Error(), "email/bad") ||
+							!strings.Contains(err.Error(), "cannot "+op.name) {
+							t.Fatalf("%s: %v; want ErrCorrupt naming the job and the operation", op.name, err)
+						}
+					}
+					if _, err := x.q.Get(x.ctx, x.q.DB(), "email", "bad"); !errors.Is(err, fdbq.ErrCorrupt) {
+						t.Fatalf("get: %v; want ErrCorrupt", err)
+					}
+
+					if inTx {
+						trMust(t, "remove", x.q.DB().Transact(x.ctx, func(tx kv.Tx) error {
+							return x.q.Remove(x.ctx, tx, "email", "bad")
+						}))
+					} else {
+						trMust(t, "remove", x.q.Remove(x.ctx, x.q.DB(), "email", "bad"))
+					}
+					trWantErr(t, "get after remove", func() error { _, err := x.q.Get(x.ctx, x.q.DB(), "email", "bad"); return err }(), fdbq.ErrNotFound)
+					x.unWantEntries("bad", 12)
+					want := before
+					want[slices.Index([]fdbq.State{fdbq.Pending, fdbq.Running, fdbq.Finished}, state)]--
+					if got := x.counts(); got != want {
+						t.Fatalf("counts %v, want %v", got, want)
+					}
+					trWantErr(t, "remove again", x.q.Remove(x.ctx, x.q.DB(), "email", "bad"), fdbq.ErrNotFound)
+					// A pending entry left behind would carry a copy of the
+					// record, which Accept would take.
+					x.c.Advance(200 * time.Hour)
+					ls := x.accept(fdbq.AcceptOptions{Max: 100})
+					if slices.Contains(trLeaseIDs(ls), "bad") {
+						t.Fatalf("a removed job was accepted: %v", trLeaseIDs(ls))
+					}
+				})
+			}
+		}
+	}
+}
+
+// A record that no index entry points at is removed alone.
+func TestUnreadableRemoveWithoutEntry(t *testing.T) {
+	x := newTrQ(t)
+	x.unInState("a", fdbq.Pending)
+	unPlant(t, x.q.DB(), trJobKey("email", "bad"), unreadableRecords["unknown format"])
+	trMust(t, "remove", x.q.Remove(x.ctx, x.q.DB(), "email", "bad"))
+	trWantErr(t, "get after remove", func() error { _, err := x.q.Get(x.ctx, x.q.DB(), "email", "bad"); return err }(), fdbq.ErrNotFound)
+	x.wantCounts(1, 0, 0)
+	x.is("a", fdbq.Pending, "", 0)
+}
+
 // Types lists every type, a type whose settings do not decode and a key
 // that names no type with their error; GetType of such a type says what is
 // wrong.
