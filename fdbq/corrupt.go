@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/jobstage/jobstage/kv"
 )
@@ -47,14 +48,25 @@ func decodeStored(b []byte, typ, id string) (*record, error) {
 	return rec, nil
 }
 
-// checkStored reports a state or outcome that no version stores, and that
-// the record could not be stored again with.
+// checkStored reports what no version stores and the record could not be
+// stored again with, or not read back: a state or outcome without a code,
+// a count that format 1 does not hold (a JSON record is read field by
+// field, and may have any).
 func (r *record) checkStored() error {
 	if _, ok := stateCode(r.State); !ok {
 		return fmt.Errorf("unknown state %q", r.State)
 	}
 	if _, ok := outcomeCode(r.Outcome); !ok {
 		return fmt.Errorf("unknown outcome %q", r.Outcome)
+	}
+	counts := []int{r.Attempts, r.MaxAttempts}
+	if r.Retry != nil {
+		counts = append(counts, r.Retry.MaxAttempts)
+	}
+	for _, n := range counts {
+		if n < 0 || n > math.MaxInt32 {
+			return fmt.Errorf("count %d out of range", n)
+		}
 	}
 	return nil
 }
