@@ -2,6 +2,7 @@ package fdbq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jobstage/jobstage/kv"
@@ -9,18 +10,57 @@ import (
 
 // Remove deletes a job in any state. A running job's worker gets ErrHalt
 // at its next heartbeat or finish; subscribers learn ErrNotFound.
+//
+// A job whose record does not decode (ErrCorrupt) is removed too, with the
+// index entry that points at it and its state's count, so that an operator
+// can get rid of it. The entry's key is made from the record's times when
+// they can still be read (format 1 stores them before its text and data);
+// otherwise Remove looks for the entry through the type's pending, running
+// and finished indexes first, in read-only transactions of at most
+// locateBatch entries each, which takes time in proportion to the type's
+// jobs. A record no entry points at is cleared alone.
 func (q *Queue) Remove(ctx context.Context, tr kv.Transactor, typ, id string) error {
-	return q.withJob(ctx, tr, typ, id, func(tx kv.Tx, rec *record) error {
-		q.drop(tx, typ, id, rec)
-		return nil
-	})
+	if err := checkJobRef(typ, id); err != nil {
+		return err
+	}
+	var loc *located
+	for range maxRemoveRounds {
+		var unfound []byte
+		err := tr.Transact(ctx, func(tx kv.Tx) error {
+			unfound = nil
+			b, err := tx.Get(q.k.job(typ, id))
+			if err != nil {
+				return err
+			}
+			if b == nil {
+				return fmt.Errorf("%w: %s/%s", ErrNotFound, typ, id)
+			}
+			rec, err := decodeStored(b, typ, id)
+			if err == nil {
+				q.drop(tx, typ, id, rec)
+				return nil
+			}
+			done, err := q.dropUnreadable(tx, typ, id, b, loc)
+			if err == nil && !done {
+				unfound = b
+			}
+			return err
+		})
+		if err != nil || unfound == nil {
+			return err
+		}
+		if loc, err = q.locate(ctx, typ, id, unfound); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("%w: %s/%s: its record changed at every attempt to remove it", ErrCorrupt, typ, id)
 }
 
 // Cancel finishes a pending or running job with outcome canceled. A running
 // job's lock is gone at once: its worker gets ErrHalt at its next heartbeat
 // or finish. Canceling a finished job fails with ErrWrongState.
 func (q *Queue) Cancel(ctx context.Context, tr kv.Transactor, typ, id string) error {
-	return q.withJob(ctx, tr, typ, id, func(tx kv.Tx, rec *record) error {
+	return q.withJob(ctx, tr, "cancel", typ, id, func(tx kv.Tx, rec *record) error {
 		if rec.State == Finished {
 			return fmt.Errorf("%w: %s/%s is already finished (%s)", ErrWrongState, typ, id, rec.Outcome)
 		}
@@ -37,7 +77,7 @@ func (q *Queue) Cancel(ctx context.Context, tr kv.Transactor, typ, id string) er
 // with its attempts reset (EctoJob's requeue). Other states fail with
 // ErrWrongState.
 func (q *Queue) Requeue(ctx context.Context, tr kv.Transactor, typ, id string) error {
-	return q.withJob(ctx, tr, typ, id, func(tx kv.Tx, rec *record) error {
+	return q.withJob(ctx, tr, "requeue", typ, id, func(tx kv.Tx, rec *record) error {
 		if rec.State != Finished || rec.Outcome == Succeeded {
 			return fmt.Errorf("%w: only failed or canceled jobs can be requeued; %s/%s is %s", ErrWrongState, typ, id, describe(rec))
 		}
@@ -87,13 +127,18 @@ func (q *Queue) loadExisting(tx kv.ReadTx, typ, id string) (*record, error) {
 }
 
 // withJob runs fn in a transaction on tr with the job's record, after
-// checking the type name and id; a missing job is ErrNotFound.
-func (q *Queue) withJob(ctx context.Context, tr kv.Transactor, typ, id string, fn func(tx kv.Tx, rec *record) error) error {
+// checking the type name and id; a missing job is ErrNotFound, one whose
+// record does not decode ErrCorrupt, saying that op cannot be done and
+// that the job can be removed.
+func (q *Queue) withJob(ctx context.Context, tr kv.Transactor, op, typ, id string, fn func(tx kv.Tx, rec *record) error) error {
 	if err := checkJobRef(typ, id); err != nil {
 		return err
 	}
 	return tr.Transact(ctx, func(tx kv.Tx) error {
 		rec, err := q.loadExisting(tx, typ, id)
+		if errors.Is(err, ErrCorrupt) {
+			return fmt.Errorf("%w (cannot %s it; removing the job is all that can be done with it)", err, op)
+		}
 		if err != nil {
 			return err
 		}

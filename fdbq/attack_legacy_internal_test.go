@@ -34,9 +34,7 @@ func legacyQueue(t *testing.T, jsonFormat bool) (*Queue, *kv.DB, *Lease) {
 	if jsonFormat {
 		old, err = json.Marshal(rec)
 	} else {
-		var b []byte
-		b, err = rec.encode()
-		old = append([]byte{formatBinary1}, b[1:len(b)-1]...)
+		old = mustFormat1(t, rec)
 	}
 	if err != nil {
 		t.Fatal(err)

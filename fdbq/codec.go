@@ -18,7 +18,7 @@ import (
 // still read):
 //
 //	0x02                        format 2 (0x01: format 1, the same without
-//	                            the active version at the end)
+//	                            the active version)
 //	state, outcome              one byte each (codes below)
 //	flags                       bit 0: resubmit; bit 1: retry policy follows
 //	priority                    signed varint
@@ -26,15 +26,17 @@ import (
 //	added, scheduled, started,  signed varints, Unix milliseconds (0: unset)
 //	heartbeat, finished,
 //	expires, resubmit times
+//	active version              (format 2) signed varint: the read version of
+//	                            the transaction that last renewed a running
+//	                            job's activity; in the header, so that the
+//	                            job's index entries can be told from it when
+//	                            what follows is damaged
 //	lock, last lock, last add,  unsigned varint length, then the bytes
 //	error
 //	data, result, progress      unsigned varint length, then the bytes
 //	retry policy (bit 1 only)   max attempts (unsigned varint), backoff
 //	                            (length and bytes), base and max (signed
 //	                            varints, nanoseconds)
-//	active version              signed varint: the read version of the
-//	                            transaction that last renewed a running
-//	                            job's activity
 //
 // Encoding/json took about 13% of the CPU of a pipeline burning jobs
 // down: each record is decoded and encoded again at every transition. This form is written with one allocation and read with two
@@ -74,7 +76,11 @@ func outcomeCode(o Outcome) (byte, bool) {
 }
 
 // encode returns the record's stored form (format 2).
-func (r *record) encode() ([]byte, error) {
+func (r *record) encode() ([]byte, error) { return r.encodeAs(formatBinary2) }
+
+// encodeAs returns the record's stored form in format 2, or in format 1,
+// which earlier versions wrote (tests make such records with it).
+func (r *record) encodeAs(format byte) ([]byte, error) {
 	if n := len(r.Data) + len(r.Result) + len(r.Error) + len(r.Progress); n > MaxDataSize {
 		return nil, fmt.Errorf("%w: data, result, error and progress take %d bytes, more than %d", ErrDataTooLarge, n, MaxDataSize)
 	}
@@ -94,18 +100,21 @@ func (r *record) encode() ([]byte, error) {
 		flags |= flagRetry
 	}
 	// An upper bound of the size, so the value is allocated once.
-	size := 4 + 10*10 + 5*7 + len(r.Lock) + len(r.LastLock) + len(r.LastAdd) + len(r.Error) +
+	size := 4 + 11*10 + 5*7 + len(r.Lock) + len(r.LastLock) + len(r.LastAdd) + len(r.Error) +
 		len(r.Data) + len(r.Result) + len(r.Progress)
 	if r.Retry != nil {
 		size += 3*10 + 5 + len(r.Retry.Backoff)
 	}
 	b := make([]byte, 0, size)
-	b = append(b, formatBinary2, sc, oc, flags)
+	b = append(b, format, sc, oc, flags)
 	b = binary.AppendVarint(b, int64(r.Priority))
 	b = binary.AppendUvarint(b, uint64(r.Attempts))
 	b = binary.AppendUvarint(b, uint64(r.MaxAttempts))
 	for _, t := range [...]int64{r.AddedAt, r.ScheduledAt, r.StartedAt, r.HeartbeatAt, r.FinishedAt, r.ExpiresAt, r.ResubmitAt} {
 		b = binary.AppendVarint(b, t)
+	}
+	if format >= formatBinary2 {
+		b = binary.AppendVarint(b, r.ActiveVersion)
 	}
 	for _, s := range [...]string{r.Lock, r.LastLock, r.LastAdd, r.Error} {
 		b = binary.AppendUvarint(b, uint64(len(s)))
@@ -122,7 +131,6 @@ func (r *record) encode() ([]byte, error) {
 		b = binary.AppendVarint(b, int64(p.Base))
 		b = binary.AppendVarint(b, int64(p.Max))
 	}
-	b = binary.AppendVarint(b, r.ActiveVersion)
 	if len(b) > kv.MaxValueSize {
 		return nil, fmt.Errorf("%w: the job record takes %d bytes once encoded, more than %d", ErrDataTooLarge, len(b), kv.MaxValueSize)
 	}
@@ -246,6 +254,9 @@ func (r *record) decodeBinary(b []byte, format byte) error {
 	r.AddedAt, r.ScheduledAt, r.StartedAt = d.varint(), d.varint(), d.varint()
 	r.HeartbeatAt, r.FinishedAt, r.ExpiresAt = d.varint(), d.varint(), d.varint()
 	r.ResubmitAt = d.varint()
+	if format >= formatBinary2 {
+		r.ActiveVersion = d.varint()
+	}
 	// The four text fields become one string and share it: one
 	// allocation instead of four.
 	var lens [4]int
@@ -278,9 +289,6 @@ func (r *record) decodeBinary(b []byte, format byte) error {
 		p.Base = time.Duration(d.varint())
 		p.Max = time.Duration(d.varint())
 		r.Retry = p
-	}
-	if format >= formatBinary2 {
-		r.ActiveVersion = d.varint()
 	}
 	if d.err == nil && len(d.b) > 0 {
 		d.fail(fmt.Errorf("%d bytes after the record", len(d.b)))

@@ -137,6 +137,23 @@
 // running. It logs the job when first skipped and counts it in
 // SweepStats.Skipped at every sweep; each sweep reads it once.
 //
+// What does not decode is ErrCorrupt to the other calls (a record,
+// settings or a key that is damaged, or written by a version this one
+// cannot read), and the listing and admin calls get past it. List reports
+// an entry whose record does not decode, or whose key is not one fdbq
+// writes, in Page.Unreadable and lists the rest. Types lists a type whose
+// settings do not decode with TypeInfo.Err and its counts; GetType fails
+// for it with ErrCorrupt, as do the calls that need its settings, until
+// SetType (or DeclareType, at the next start) replaces them. OldestDue
+// passes over a pending key it cannot read. Get, Cancel and Requeue of a
+// job whose record does not decode fail with ErrCorrupt naming it; Remove
+// deletes it, with the index entry that points at it and its state's
+// count. That entry's key is made from the record's times when format 1's
+// header still reads; otherwise Remove first reads the type's three
+// indexes, a thousand entries a transaction, until it finds it, which
+// takes time in proportion to the type's jobs. A record no entry points at
+// is removed alone; a key that names no job can only be reported.
+//
 // Job data is stored inline in the record, as in couch_jobs: data, result,
 // error and progress together are limited to MaxDataSize (90,000 bytes),
 // inside FoundationDB's 100,000-byte value limit. Larger data is refused

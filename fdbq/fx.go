@@ -13,7 +13,8 @@ import (
 // DeclareType is an fx option that registers a job type at start, with
 // settings s. A type that exists keeps its pause: pausing is an
 // operator's act (Pause, `jobstage pause`), which a restart must not undo;
-// s.Paused true pauses the type at start. A name ValidateTypeName refuses
+// s.Paused true pauses the type at start. Stored settings that do not
+// decode (ErrCorrupt) are replaced by s, so that the type works again. A name ValidateTypeName refuses
 // fails the application when it is built, before anything starts.
 func DeclareType(name string, s TypeSettings) fx.Option {
 	if err := ValidateTypeName(name); err != nil {
@@ -46,6 +47,9 @@ func provideQueue(lc fx.Lifecycle, p queueParams) *Queue {
 				switch {
 				case err == nil:
 					s.Paused = s.Paused || old.Paused
+				case errors.Is(err, ErrCorrupt):
+					// Settings that do not decode are replaced by the
+					// declared ones: they are what the type runs with.
 				case !errors.Is(err, ErrUnknownType):
 					return err
 				}

@@ -3,7 +3,9 @@ package fdbq
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/jobstage/jobstage/kv"
 	"github.com/jobstage/jobstage/kv/tuple"
@@ -49,47 +51,67 @@ type ListOptions struct {
 // Page is one page of a listing.
 type Page struct {
 	Jobs []*Job
+	// Unreadable are the page's index entries whose job could not be read:
+	// a record that does not decode, or a key that is not one fdbq writes.
+	// They are not in Jobs, and the listing goes on past them.
+	Unreadable []Unreadable
 	// Next is the cursor of the next page; empty when this is the last.
 	Next string
 }
 
 // List returns jobs of a type in a state, a page at a time, in index order:
-// pending by priority then scheduled time, running by activity deadline,
-// finished by finish time. Each page is one read of the index and of the
-// page's records, so listing a large queue never holds it in memory.
+// pending by priority then scheduled time, running by activity timeout
+// then by when their activity was last renewed (those running since before
+// version-keyed entries first, by deadline), finished by finish time. Each page is one read of the index and of the
+// page's records, so listing a large queue never holds it in memory. An
+// entry whose job cannot be read is reported in Page.Unreadable, in the
+// page whose limit counts it, and the listing goes on with the rest.
 func (q *Queue) List(ctx context.Context, tr kv.ReadTransactor, typ string, o ListOptions) (*Page, error) {
 	if err := checkName("type name", typ); err != nil {
 		return nil, err
 	}
-	var sub tuple.Subspace
 	switch o.State {
-	case Pending:
-		sub = q.k.pendingType(typ)
-	case Running:
-		sub = q.k.activeType(typ)
-	case Finished:
-		sub = q.k.finishedType(typ)
+	case Pending, Running, Finished:
 	default:
 		return nil, fmt.Errorf("%w: list: unknown state %q", ErrInvalidJob, o.State)
+	}
+	// The index, in one or more segments read in order: running jobs of
+	// an earlier version have entries of their own until a sweep moves
+	// them.
+	subs := []tuple.Subspace{q.index(typ, o.State)}
+	if o.State == Running {
+		subs = []tuple.Subspace{q.k.legacyActiveType(typ), q.k.activeType(typ)}
 	}
 	limit := o.Limit
 	if limit <= 0 {
 		limit = 100
 	}
 	limit = min(limit, 1000)
-	r := sub.Range()
+	ranges := make([]kv.Range, len(subs))
+	for i, sub := range subs {
+		ranges[i] = sub.Range()
+	}
 	if o.Cursor != "" {
 		after, err := base64.RawURLEncoding.DecodeString(o.Cursor)
-		if err != nil || !sub.Contains(after) {
+		in := slices.IndexFunc(subs, func(sub tuple.Subspace) bool { return sub.Contains(after) })
+		if err != nil || in < 0 {
 			return nil, fmt.Errorf("%w: list: bad cursor", ErrInvalidJob)
 		}
-		r.Begin = kv.KeyAfter(after)
+		ranges = ranges[in:]
+		ranges[0].Begin = kv.KeyAfter(after)
 	}
 	return kv.ReadTransact(ctx, tr, func(tx kv.ReadTx) (*Page, error) {
 		snap := snapshotOf(tx)
-		kvs, err := snap.GetRange(r, kv.RangeOptions{Limit: limit + 1})
-		if err != nil {
-			return nil, err
+		var kvs []kv.KeyValue
+		for _, r := range ranges {
+			if len(kvs) > limit {
+				break
+			}
+			more, err := snap.GetRange(r, kv.RangeOptions{Limit: limit + 1 - len(kvs)})
+			if err != nil {
+				return nil, err
+			}
+			kvs = append(kvs, more...)
 		}
 		page := &Page{}
 		if len(kvs) > limit {
@@ -97,12 +119,17 @@ func (q *Queue) List(ctx context.Context, tr kv.ReadTransactor, typ string, o Li
 			page.Next = base64.RawURLEncoding.EncodeToString(kvs[len(kvs)-1].Key)
 		}
 		for _, e := range kvs {
-			t, err := sub.Unpack(e.Key)
-			if err != nil {
-				return nil, err
+			id, ok := q.entryID(typ, o.State, e.Key)
+			if !ok {
+				page.Unreadable = append(page.Unreadable, Unreadable{Key: e.Key,
+					Err: corrupt(fmt.Errorf("fdbq: malformed %s index entry %q", o.State, e.Key))})
+				continue
 			}
-			id, _ := t[len(t)-1].(string)
 			rec, err := q.load(snap, typ, id)
+			if errors.Is(err, ErrCorrupt) {
+				page.Unreadable = append(page.Unreadable, Unreadable{ID: id, Key: e.Key, Err: err})
+				continue
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -113,6 +140,43 @@ func (q *Queue) List(ctx context.Context, tr kv.ReadTransactor, typ string, o Li
 		}
 		return page, nil
 	})
+}
+
+// index is the type's index of jobs in state s.
+func (q *Queue) index(typ string, s State) tuple.Subspace {
+	switch s {
+	case Pending:
+		return q.k.pendingType(typ)
+	case Running:
+		return q.k.activeType(typ)
+	}
+	return q.k.finishedType(typ)
+}
+
+// entryID reads the job id of an entry of the type's index of state s, or
+// reports false when the key is not one fdbq writes.
+func (q *Queue) entryID(typ string, s State, key []byte) (string, bool) {
+	switch s {
+	case Pending:
+		_, _, id, err := q.parsePending(typ, key)
+		return id, err == nil
+	case Running:
+		if t, err := q.k.activeType(typ).Unpack(key); err == nil {
+			if len(t) != 3 {
+				return "", false
+			}
+			_, ok1 := t[0].(int64)
+			_, ok2 := t[1].(int64)
+			id, ok3 := t[2].(string)
+			return id, ok1 && ok2 && ok3
+		}
+		_, id, ok := parseIndexEntry(q.k.legacyActiveType(typ), key)
+		return id, ok
+	case Finished:
+		_, id, ok := parseIndexEntry(q.k.finishedType(typ), key)
+		return id, ok
+	}
+	return "", false
 }
 
 // snapshotOf returns the snapshot view of tx when it has one: reads for

@@ -11,6 +11,16 @@ import (
 	"github.com/jobstage/jobstage/kv/embedded"
 )
 
+// mustFormat1 encodes rec as earlier versions did.
+func mustFormat1(t testing.TB, rec *record) []byte {
+	t.Helper()
+	b, err := rec.encodeAs(formatBinary1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // A job that started running under an earlier version (a format 0x01
 // record, its entry keyed by a deadline of the worker's clock) is moved to
 // the version-keyed index by the first sweep, whatever that deadline
@@ -36,11 +46,7 @@ func TestLegacyRunningJobMoved(t *testing.T) {
 	}{{"past", now - time.Hour.Milliseconds()}, {"future", now + time.Hour.Milliseconds()}} {
 		rec := &record{State: Running, Lock: "lock-" + j.id, Attempts: 1, MaxAttempts: 3,
 			AddedAt: now, ScheduledAt: now, StartedAt: now, HeartbeatAt: j.deadline - 30_000, ExpiresAt: j.deadline}
-		b, err := rec.encode()
-		if err != nil {
-			t.Fatal(err)
-		}
-		old := append([]byte{formatBinary1}, b[1:len(b)-1]...)
+		old := mustFormat1(t, rec)
 		if err := db.Transact(ctx, func(tx kv.Tx) error {
 			tx.Set(q.k.job("email", j.id), old)
 			tx.Set(q.k.legacyActive("email", j.deadline, j.id), nil)

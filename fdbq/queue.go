@@ -75,13 +75,14 @@ func newToken() string {
 
 // --- records and indexes ---
 
-// load reads a job record with a read conflict; nil if absent.
+// load reads a job record with a read conflict; nil if absent, ErrCorrupt
+// if it does not decode.
 func (q *Queue) load(tx kv.ReadTx, typ, id string) (*record, error) {
 	b, err := tx.Get(q.k.job(typ, id))
 	if err != nil || b == nil {
 		return nil, err
 	}
-	return decodeRecord(b, typ, id)
+	return decodeStored(b, typ, id)
 }
 
 // maxInlineRecord bounds the records copied into their pending entries: a
@@ -252,46 +253,48 @@ func (q *Queue) typeInfo(tx kv.ReadTx, name string, s TypeSettings) (*TypeInfo, 
 	return info, nil
 }
 
-// Types lists the registered types with their counts.
+// Types lists the registered types with their counts. A type whose
+// settings do not decode is listed with Err set (ErrCorrupt) and zero
+// Settings, and its counts; a key of the registry that names no type, with
+// Err alone. Either way the other types are listed.
 func (q *Queue) Types(ctx context.Context, tr kv.ReadTransactor) ([]*TypeInfo, error) {
 	return kv.ReadTransact(ctx, tr, func(tx kv.ReadTx) ([]*TypeInfo, error) {
-		defs, err := q.registry(tx)
+		sub := q.k.types()
+		kvs, err := tx.GetRange(sub.Range(), kv.RangeOptions{})
 		if err != nil {
 			return nil, err
 		}
-		out := make([]*TypeInfo, 0, len(defs))
-		for _, d := range defs {
-			info, err := q.typeInfo(tx, d.Name, d.Settings)
+		out := make([]*TypeInfo, 0, len(kvs))
+		for _, e := range kvs {
+			name, ok := parseTypeKey(sub, e.Key)
+			if !ok {
+				out = append(out, &TypeInfo{Err: corrupt(fmt.Errorf("fdbq: malformed type key %q", e.Key))})
+				continue
+			}
+			s, serr := decodeSettings(e.Value, name)
+			if serr != nil {
+				s = TypeSettings{}
+			}
+			info, err := q.typeInfo(tx, name, s)
 			if err != nil {
 				return nil, err
 			}
+			info.Err = serr
 			out = append(out, info)
 		}
 		return out, nil
 	})
 }
 
-// registry reads every registered type and its settings.
-func (q *Queue) registry(tx kv.ReadTx) ([]TypeDef, error) {
-	sub := q.k.types()
-	kvs, err := tx.GetRange(sub.Range(), kv.RangeOptions{})
-	if err != nil {
-		return nil, err
+// parseTypeKey reads the name of a key of the type registry, or reports
+// false when the key is not one fdbq writes.
+func parseTypeKey(sub tuple.Subspace, key []byte) (string, bool) {
+	t, err := sub.Unpack(key)
+	if err != nil || len(t) != 1 {
+		return "", false
 	}
-	out := make([]TypeDef, 0, len(kvs))
-	for _, e := range kvs {
-		t, err := sub.Unpack(e.Key)
-		if err != nil {
-			return nil, err
-		}
-		name, _ := t[0].(string)
-		s, err := decodeSettings(e.Value, name)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, TypeDef{Name: name, Settings: s})
-	}
-	return out, nil
+	name, ok := t[0].(string)
+	return name, ok
 }
 
 // Pause stops acceptance of a type's jobs; adds still work.

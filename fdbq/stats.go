@@ -21,7 +21,8 @@ const MaxOldestDueBands = 64
 // reads one key per band (without conflicts), jumping from band to band,
 // and takes the earliest due one. It is exact for up to MaxOldestDueBands
 // distinct priorities among the pending jobs; beyond that it reports the
-// earliest among the highest MaxOldestDueBands bands.
+// earliest among the highest MaxOldestDueBands bands. A key of the index
+// that is not one fdbq writes is passed over (and counts as a band).
 func (q *Queue) OldestDue(ctx context.Context, tr kv.ReadTransactor, typ string) (time.Time, error) {
 	if err := checkName("type name", typ); err != nil {
 		return time.Time{}, err
@@ -39,12 +40,13 @@ func (q *Queue) OldestDue(ctx context.Context, tr kv.ReadTransactor, typ string)
 			if err != nil || len(first) == 0 {
 				return oldest, err
 			}
-			t, err := sub.Unpack(first[0].Key)
+			neg, sched, _, err := q.parsePending(typ, first[0].Key)
 			if err != nil {
-				return 0, err
+				// Not a key fdbq writes: it names no band to jump
+				// past, and no job to report.
+				begin = kv.KeyAfter(first[0].Key)
+				continue
 			}
-			neg, _ := t[0].(int64)
-			sched, _ := t[1].(int64)
 			if sched <= now && (!found || sched < oldest) {
 				oldest, found = sched, true
 			}

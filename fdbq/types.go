@@ -116,7 +116,7 @@ func (s TypeSettings) Validate() error {
 func decodeSettings(b []byte, name string) (TypeSettings, error) {
 	var s TypeSettings
 	if err := json.Unmarshal(b, &s); err != nil {
-		return s, fmt.Errorf("fdbq: type %q: corrupt settings: %w", name, err)
+		return s, corrupt(fmt.Errorf("fdbq: type %q: corrupt settings: %w", name, err))
 	}
 	return s, nil
 }
@@ -135,4 +135,8 @@ type TypeInfo struct {
 	Pending  int64
 	Running  int64
 	Finished int64
+	// Err, set only by Types, says why the type's settings (or, with Name
+	// empty, its key) cannot be read; it wraps ErrCorrupt. Settings are
+	// then zero; the counts are read all the same.
+	Err error
 }

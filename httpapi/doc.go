@@ -52,7 +52,15 @@
 // worker's lock is gone: stop working the job; nothing was written) or
 // wrong_state, 413 too_large (a body over Options.MaxBodyBytes, job data
 // over fdbq.MaxDataSize, or a batch over one store transaction), 500
-// internal (logged), 503 not_ready.
+// internal (logged) or corrupt (the store holds a record or settings that
+// cannot be read: the message names the job or type and why), 503
+// not_ready.
+//
+// Data that cannot be read keeps no other job or type from an answer: a
+// listing answers the other jobs and the bad entries in Page.Unreadable,
+// GET /v1/types a type with its error and counts; DELETE removes a job
+// whose record cannot be read, and PUT /v1/types/{type} replaces settings
+// that cannot be.
 //
 // # Authentication
 //

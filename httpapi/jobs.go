@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -60,7 +61,9 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) error {
 }
 
 // list: GET /v1/types/{type}/jobs?state=&limit=&cursor=. An unregistered
-// type is a 404, not an empty page, so a typo in the type is noticed.
+// type is a 404, not an empty page, so a typo in the type is noticed; a
+// type whose settings cannot be read is registered, and its jobs listed.
+// The entries whose job cannot be read are in the page's unreadable.
 func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
 	typ, err := pathType(r)
 	if err != nil {
@@ -86,7 +89,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
 		o.Limit = n
 	}
 	page, err := kv.ReadTransact(r.Context(), s.db, func(tx kv.ReadTx) (*fdbq.Page, error) {
-		if _, err := s.q.GetType(r.Context(), tx, typ); err != nil {
+		if _, err := s.q.GetType(r.Context(), tx, typ); err != nil && !errors.Is(err, fdbq.ErrCorrupt) {
 			return nil, err
 		}
 		return s.q.List(r.Context(), tx, typ, o)
@@ -97,6 +100,9 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
 	out := &Page{Jobs: make([]*Job, len(page.Jobs)), Next: page.Next}
 	for i, j := range page.Jobs {
 		out.Jobs[i] = toJob(j)
+	}
+	for _, u := range page.Unreadable {
+		out.Unreadable = append(out.Unreadable, toUnreadable(u))
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

@@ -126,6 +126,7 @@ func TestOpenAPISchemas(t *testing.T) {
 		"Job":              httpapi.Job{},
 		"NewJob":           httpapi.NewJob{},
 		"Page":             httpapi.Page{},
+		"Unreadable":       httpapi.Unreadable{},
 		"TypeInfo":         httpapi.TypeInfo{},
 		"TypeSettings":     httpapi.TypeSettings{},
 		"RetryPolicy":      httpapi.RetryPolicy{},

@@ -372,6 +372,11 @@ func (s *Server) classify(r *http.Request, pattern string, err error) *APIError 
 			Message: "the jobs do not fit in one store transaction (10 MB); send a smaller batch"}
 	case errors.Is(err, fdbq.ErrInvalidJob):
 		return invalid("%s", trim(fdbq.ErrInvalidJob))
+	case errors.Is(err, fdbq.ErrCorrupt):
+		// The request is fine and the store answered: what it holds is
+		// what cannot be read, and the message says which and why.
+		s.log.Warn("httpapi: unreadable data in the store", "route", pattern, "path", r.URL.Path, "err", err)
+		return &APIError{Status: http.StatusInternalServerError, Code: CodeCorrupt, Message: strings.TrimPrefix(err.Error(), "fdbq: ")}
 	case s.stopping.Load() && errors.Is(err, context.Canceled):
 		return &APIError{Status: http.StatusServiceUnavailable, Code: CodeNotReady, Message: "the server is stopping; send the request again"}
 	case r.Context().Err() != nil && errors.Is(err, context.Canceled):

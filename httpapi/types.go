@@ -18,7 +18,8 @@ type typesAnswer struct {
 	Types []*TypeInfo `json:"types"`
 }
 
-// types: GET /v1/types.
+// types: GET /v1/types. A type whose settings cannot be read is listed
+// with its error.
 func (s *Server) types(w http.ResponseWriter, r *http.Request) error {
 	infos, err := s.q.Types(r.Context(), s.db)
 	if err != nil {
@@ -33,8 +34,9 @@ func (s *Server) types(w http.ResponseWriter, r *http.Request) error {
 }
 
 // setType: PUT /v1/types/{type}. The body's fields replace the type's
-// settings (the defaults for a new type); fields left out keep theirs.
-// 201 when the type is new, else 200; both answer the TypeInfo.
+// settings (the defaults for a new type, or for one whose settings cannot
+// be read); fields left out keep theirs. 201 when the type is new, else
+// 200; both answer the TypeInfo.
 func (s *Server) setType(w http.ResponseWriter, r *http.Request) error {
 	typ, err := pathType(r)
 	if err != nil {
@@ -56,6 +58,8 @@ func (s *Server) setType(w http.ResponseWriter, r *http.Request) error {
 		switch cur, err := s.q.GetType(r.Context(), tx, typ); {
 		case err == nil:
 			base, created = cur.Settings, false
+		case errors.Is(err, fdbq.ErrCorrupt):
+			created = false
 		case !errors.Is(err, fdbq.ErrUnknownType):
 			return result{}, err
 		}

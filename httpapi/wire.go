@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jobstage/jobstage/fdbq"
@@ -101,13 +102,35 @@ type TypeInfo struct {
 	Pending  int64        `json:"pending"`
 	Running  int64        `json:"running"`
 	Finished int64        `json:"finished"`
+	// Error, in GET /v1/types only, says why the type's settings cannot
+	// be read (they are then zero; PUT /v1/types/{type} replaces them),
+	// or, with Name empty, why a key of the registry names no type.
+	Error string `json:"error,omitempty"`
 }
 
 // Page is one page of GET /v1/types/{type}/jobs.
 type Page struct {
 	Jobs []*Job `json:"jobs"`
+	// Unreadable are the page's index entries whose job could not be read
+	// (its record does not decode, or the entry's key is not one jobstage
+	// writes); the page lists the other jobs.
+	Unreadable []Unreadable `json:"unreadable,omitempty"`
 	// Next is the cursor of the next page; empty on the last page.
 	Next string `json:"next,omitempty"`
+}
+
+// Unreadable is an index entry whose job a listing could not read. A job
+// with an ID can be deleted (DELETE /v1/types/{type}/jobs/{id}); the other
+// operations on it answer 500 corrupt.
+type Unreadable struct {
+	// ID is the job's id; empty when the key names none.
+	ID string `json:"id,omitempty"`
+	// Key is the entry's key in the store, printable: bytes other than
+	// printable ASCII as \xNN, and a backslash as \\ (as fdbcli prints
+	// keys).
+	Key string `json:"key"`
+	// Error says what is wrong.
+	Error string `json:"error"`
 }
 
 // ListOptions select a page of jobs: State (default pending), Limit
@@ -174,6 +197,7 @@ const (
 	CodeTooLarge         = "too_large"          // 413: the body, or a job's data, is over the limit
 	CodeNotReady         = "not_ready"          // 503: readyz
 	CodeInternal         = "internal"           // 500
+	CodeCorrupt          = "corrupt"            // 500: what the store holds for the job or type does not decode
 )
 
 func toJob(j *fdbq.Job) *Job {
@@ -204,5 +228,30 @@ func toTypeSettings(s fdbq.TypeSettings) TypeSettings {
 }
 
 func toTypeInfo(t *fdbq.TypeInfo) *TypeInfo {
-	return &TypeInfo{Name: t.Name, Settings: toTypeSettings(t.Settings), Pending: t.Pending, Running: t.Running, Finished: t.Finished}
+	info := &TypeInfo{Name: t.Name, Settings: toTypeSettings(t.Settings), Pending: t.Pending, Running: t.Running, Finished: t.Finished}
+	if t.Err != nil {
+		info.Error = t.Err.Error()
+	}
+	return info
+}
+
+func toUnreadable(u fdbq.Unreadable) Unreadable {
+	return Unreadable{ID: u.ID, Key: printableKey(u.Key), Error: u.Err.Error()}
+}
+
+// printableKey writes a key as fdbcli prints one: printable ASCII as it
+// is, a backslash as \\, any other byte as \xNN.
+func printableKey(k []byte) string {
+	var b strings.Builder
+	for _, c := range k {
+		switch {
+		case c == '\\':
+			b.WriteString(`\\`)
+		case c >= 0x20 && c < 0x7f:
+			b.WriteByte(c)
+		default:
+			fmt.Fprintf(&b, `\x%02x`, c)
+		}
+	}
+	return b.String()
 }

@@ -18,6 +18,10 @@
 //	jobstage_jobs_recycled_total{type,outcome}          running jobs the activity monitor took back: outcome
 //	                                                    retried (pending again) or failed (out of attempts)
 //	jobstage_jobs_expired_total{type}                   finished jobs removed after their retention
+//	jobstage_jobs_sweep_skipped_total{type}             due jobs a sweep could not change (a record or index
+//	                                                    entry that cannot be read, a record that cannot be
+//	                                                    stored) and left as they are: counted at every sweep
+//	                                                    while they last, so a rate above 0 is a job stuck
 //	jobstage_http_requests_total{route,status}          HTTP requests by route pattern and status code
 //	jobstage_http_request_duration_seconds{route}       histogram
 //
@@ -27,6 +31,8 @@
 //	jobstage_jobs_running{type}                         running jobs, in every process
 //	jobstage_oldest_pending_age_seconds{type}           how long the longest-due pending job has
 //	                                                    waited (0: none due); see fdbq.Queue.OldestDue
+//	jobstage_types_unreadable                           registered types whose settings cannot be read
+//	                                                    (their jobs are neither accepted nor swept)
 //	jobstage_queue_scrape_errors_total                  scrapes whose store read failed or timed out
 //	jobstage_producer_demand{pipeline,type}             demand a pipeline's consumers hold unmet
 //	jobstage_pipeline_buffered_jobs{pipeline,type}      jobs a pipeline accepted and has not
@@ -59,5 +65,6 @@
 // ScrapeTimeout: the type registry with its counters, and one key per
 // priority band of each type's pending index for the oldest job. A scrape
 // that fails reports the other metrics and counts the failure; it never
-// panics.
+// panics. A type whose settings cannot be read fails no scrape: it is
+// counted in jobstage_types_unreadable and its jobs are reported.
 package metrics

@@ -50,6 +50,7 @@ type Metrics struct {
 	retried    *prometheus.CounterVec
 	recycled   *prometheus.CounterVec
 	expired    *prometheus.CounterVec
+	skipped    *prometheus.CounterVec
 	httpReqs   *prometheus.CounterVec
 	httpTime   *prometheus.HistogramVec
 	scrapeErrs prometheus.Counter
@@ -105,6 +106,10 @@ func New(reg prometheus.Registerer, q *fdbq.Queue) (*Metrics, error) {
 		expired: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jobstage_jobs_expired_total", Help: "Finished jobs removed after their type's retention, by type.",
 		}, []string{"type"}),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jobstage_jobs_sweep_skipped_total",
+			Help: "Due jobs an activity monitor's sweep could not change (a record or index entry that cannot be read, a record that cannot be stored) and left as they are, by type; counted at every sweep while they last.",
+		}, []string{"type"}),
 		httpReqs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jobstage_http_requests_total", Help: "HTTP API requests, by route pattern and status code.",
 		}, []string{"route", "status"}),
@@ -121,7 +126,7 @@ func New(reg prometheus.Registerer, q *fdbq.Queue) (*Metrics, error) {
 	}
 	cs := []prometheus.Collector{
 		m.enqueued, m.accepted, m.queueWait, m.finished, m.runtime, m.running, m.retried,
-		m.recycled, m.expired, m.httpReqs, m.httpTime, m.store, m.pipelines,
+		m.recycled, m.expired, m.skipped, m.httpReqs, m.httpTime, m.store, m.pipelines,
 	}
 	if q != nil {
 		// The queue collector reports its own scrape errors, after the
@@ -223,6 +228,7 @@ func (m *Metrics) OnSweep(s fdbq.SweepStats) {
 		m.recycled.WithLabelValues(typ, RecycledRetried).Add(float64(max(t.Recycled-t.Failed, 0)))
 		m.recycled.WithLabelValues(typ, RecycledFailed).Add(float64(t.Failed))
 		m.expired.WithLabelValues(typ).Add(float64(t.Expired))
+		m.skipped.WithLabelValues(typ).Add(float64(t.Skipped))
 	}
 }
 

@@ -267,6 +267,7 @@ func TestRegistryHasEveryMetric(t *testing.T) {
 		"jobstage_jobs_enqueued_total", "jobstage_jobs_accepted_total", "jobstage_job_queue_wait_seconds",
 		"jobstage_jobs_finished_total", "jobstage_job_run_duration_seconds", "jobstage_handlers_running",
 		"jobstage_jobs_retried_total", "jobstage_jobs_recycled_total", "jobstage_jobs_expired_total",
+		"jobstage_jobs_sweep_skipped_total", "jobstage_types_unreadable",
 		"jobstage_http_requests_total", "jobstage_http_request_duration_seconds",
 		"jobstage_queue_scrape_errors_total",
 		"jobstage_jobs_pending", "jobstage_jobs_running", "jobstage_oldest_pending_age_seconds",

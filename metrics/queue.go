@@ -17,6 +17,8 @@ var (
 		"Running jobs in every process, by type, read from the store.", []string{"type"}, nil)
 	oldestDesc = prometheus.NewDesc("jobstage_oldest_pending_age_seconds",
 		"How long the pending job due the longest has waited since its scheduled time, by type; 0 when none is due.", []string{"type"}, nil)
+	unreadableTypesDesc = prometheus.NewDesc("jobstage_types_unreadable",
+		"Registered types whose settings in the store cannot be read (nor accepted or swept until they are replaced), read from the store.", nil, nil)
 )
 
 // queueCollector reads the job store when Prometheus scrapes.
@@ -28,6 +30,7 @@ func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- pendingDesc
 	ch <- runningDesc
 	ch <- oldestDesc
+	ch <- unreadableTypesDesc
 	c.m.scrapeErrs.Describe(ch)
 }
 
@@ -38,7 +41,9 @@ type typeSample struct {
 
 // Collect reads every type's counters and oldest due job in one read-only
 // transaction, bounded by ScrapeTimeout. A failed read is counted in
-// jobstage_queue_scrape_errors_total and reports no queue metrics.
+// jobstage_queue_scrape_errors_total and reports no queue metrics. A type
+// whose settings cannot be read is counted in jobstage_types_unreadable
+// and reported with the others.
 func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	q := c.m.q
 	ctx, cancel := context.WithTimeout(context.Background(), ScrapeTimeout)
@@ -51,6 +56,10 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		out := make([]typeSample, 0, len(types))
 		for _, t := range types {
+			if t.Name == "" {
+				out = append(out, typeSample{info: t}) // a key that names no type
+				continue
+			}
 			oldest, err := q.OldestDue(ctx, tx, t.Name)
 			if err != nil {
 				return nil, err
@@ -66,9 +75,17 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	if err != nil {
 		return
 	}
+	unreadable := 0
 	for _, s := range samples {
 		name := s.info.Name
-		c.m.maxAttempts.Store(name, s.info.Settings.Retry.MaxAttempts)
+		if s.info.Err != nil {
+			unreadable++
+			if name == "" {
+				continue
+			}
+		} else {
+			c.m.maxAttempts.Store(name, s.info.Settings.Retry.MaxAttempts)
+		}
 		ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(s.info.Pending), name)
 		ch <- prometheus.MustNewConstMetric(runningDesc, prometheus.GaugeValue, float64(s.info.Running), name)
 		age := 0.0
@@ -77,4 +94,5 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, age, name)
 	}
+	ch <- prometheus.MustNewConstMetric(unreadableTypesDesc, prometheus.GaugeValue, float64(unreadable))
 }

@@ -339,6 +339,7 @@ func (c *cli) list(args []string) error {
 	cl := cf.client()
 	o := httpapi.ListOptions{State: fdbq.State(*state), Limit: *limit, Cursor: *cursor}
 	jobs := []*httpapi.Job{}
+	var bad []httpapi.Unreadable
 	next := ""
 	for {
 		page, err := cl.List(c.ctx, pos[0], o)
@@ -346,6 +347,7 @@ func (c *cli) list(args []string) error {
 			return err
 		}
 		jobs = append(jobs, page.Jobs...)
+		bad = append(bad, page.Unreadable...)
 		next = page.Next
 		if !*all || next == "" {
 			break
@@ -353,7 +355,7 @@ func (c *cli) list(args []string) error {
 		o.Cursor = next
 	}
 	if cf.json {
-		return c.printJSON(httpapi.Page{Jobs: jobs, Next: next})
+		return c.printJSON(httpapi.Page{Jobs: jobs, Unreadable: bad, Next: next})
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tOUTCOME\tATTEMPTS\tPRIORITY\tSCHEDULED")
@@ -363,10 +365,28 @@ func (c *cli) list(args []string) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	c.printUnreadable(pos[0], bad)
 	if next != "" {
 		fmt.Fprintf(c.stderr, "more: jobstage list %s --state %s --cursor %s\n", pos[0], *state, next)
 	}
 	return nil
+}
+
+// printUnreadable tells on stderr which entries of a listing name a job
+// the server cannot read, and how to get rid of one.
+func (c *cli) printUnreadable(typ string, bad []httpapi.Unreadable) {
+	withID := false
+	for _, u := range bad {
+		if u.ID != "" {
+			fmt.Fprintf(c.stderr, "unreadable: %s: %s\n", u.ID, u.Error)
+			withID = true
+		} else {
+			fmt.Fprintf(c.stderr, "unreadable: %s\n", u.Error) // it quotes the key
+		}
+	}
+	if withID {
+		fmt.Fprintf(c.stderr, "a job that cannot be read can only be deleted: jobstage delete %s ID\n", typ)
+	}
 }
 
 func (c *cli) types(args []string) error {
@@ -384,14 +404,33 @@ func (c *cli) types(args []string) error {
 	return c.printTypes(ts)
 }
 
+// printTypes prints the types as a table; one whose settings cannot be
+// read shows "?" for them, and why on stderr.
 func (c *cli) printTypes(ts []*httpapi.TypeInfo) error {
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TYPE\tPENDING\tRUNNING\tFINISHED\tPAUSED\tACTIVITY TIMEOUT\tMAX ATTEMPTS")
+	var bad []*httpapi.TypeInfo
 	for _, t := range ts {
+		if t.Error != "" {
+			bad = append(bad, t)
+			if t.Name != "" {
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t?\t?\t?\n", t.Name, t.Pending, t.Running, t.Finished)
+			}
+			continue
+		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%v\t%s\t%d\n", t.Name, t.Pending, t.Running, t.Finished, t.Settings.Paused,
 			time.Duration(t.Settings.ActivityTimeout), t.Settings.Retry.MaxAttempts)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, t := range bad {
+		fmt.Fprintf(c.stderr, "unreadable: %s\n", t.Error)
+	}
+	if len(bad) > 0 {
+		fmt.Fprintln(c.stderr, "settings that cannot be read are replaced by the type's settings in the config at the next start, or by PUT /v1/types/TYPE")
+	}
+	return nil
 }
 
 func (c *cli) pauseResume(cmd string, args []string) error {
