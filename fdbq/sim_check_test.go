@@ -620,7 +620,7 @@ func (s *sim) entryAt(c int) *simEntry { return s.hist.log[c].entry }
 // scan compares the store with the commit log's copy and checks its
 // counters and indexes.
 func (s *sim) scan() {
-	jobs, problems, err := scanStore(context.Background(), s.plain)
+	jobs, problems, err := scanStore(context.Background(), s.plain, fdbq.DefaultPrefix)
 	if err != nil {
 		s.violate("counters", simJobRef{}, s.top(), "scan: %v", err)
 		return
@@ -661,14 +661,13 @@ type storeProblem struct {
 	msg string
 }
 
-// scanStore reads every job of the queue under fdbq.DefaultPrefix in one
-// transaction and checks that the per-state counters equal the records
+// scanStore reads every job of the queue under prefix in one transaction and checks that the per-state counters equal the records
 // counted by state and the entries of each state's index, and that every
 // index entry names a record in that state at the entry's time (a
 // pending entry's copy of the record equal to it). It returns the
 // records.
-func scanStore(ctx context.Context, db *kv.DB) (map[simJobRef]*fdbq.StoredJob, []storeProblem, error) {
-	root := tuple.FromBytes(fdbq.DefaultPrefix)
+func scanStore(ctx context.Context, db *kv.DB, prefix []byte) (map[simJobRef]*fdbq.StoredJob, []storeProblem, error) {
+	root := tuple.FromBytes(prefix)
 	var problems []storeProblem
 	bad := func(job simJobRef, format string, args ...any) {
 		problems = append(problems, storeProblem{job, fmt.Sprintf(format, args...)})
