@@ -316,24 +316,82 @@ func (b *simLower) Begin(ctx context.Context) (kv.Transaction, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &simLowerTx{Transaction: tx, b: b, e: b.s.top(), idx: map[string]int{}}, nil
+	t := &simLowerTx{writeTx: writeTx{Transaction: tx}, b: b, e: b.s.top(), idx: map[string]int{}}
+	t.onWrite = t.note
+	t.onClearTo = func(r kv.Range) { t.ranges = append(t.ranges, r) }
+	return t, nil
 }
 
 // Close does nothing: the store is shared and outlives every process.
 func (b *simLower) Close() error { return nil }
 
 type simLowerTx struct {
-	kv.Transaction
+	writeTx
 	b      *simLower
 	e      *simEntry
-	wrote  bool
 	writes []simKeyWrite
 	idx    map[string]int
 	ranges []kv.Range
 }
 
-func (t *simLowerTx) note(key, value []byte) {
+// writeTx is a transaction that notes whether it wrote anything, and
+// hands each set, clear and range clear to its hooks.
+type writeTx struct {
+	kv.Transaction
+	wrote     bool
+	onWrite   func(key, value []byte) // value nil: cleared
+	onClearTo func(r kv.Range)
+}
+
+func (t *writeTx) Set(key, value []byte) {
 	t.wrote = true
+	if t.onWrite != nil {
+		if value == nil {
+			value = []byte{}
+		}
+		t.onWrite(key, value)
+	}
+	t.Transaction.Set(key, value)
+}
+
+func (t *writeTx) Clear(key []byte) {
+	t.wrote = true
+	if t.onWrite != nil {
+		t.onWrite(key, nil)
+	}
+	t.Transaction.Clear(key)
+}
+
+func (t *writeTx) ClearRange(r kv.Range) {
+	t.wrote = true
+	if t.onClearTo != nil {
+		t.onClearTo(r)
+	}
+	t.Transaction.ClearRange(r)
+}
+
+func (t *writeTx) Atomic(op kv.MutationType, key, p []byte) {
+	t.wrote = true
+	t.Transaction.Atomic(op, key, p)
+}
+
+func (t *writeTx) Add(key []byte, delta int64) {
+	t.wrote = true
+	t.Transaction.Add(key, delta)
+}
+
+func (t *writeTx) SetVersionstampedKey(key, value []byte) {
+	t.wrote = true
+	t.Transaction.SetVersionstampedKey(key, value)
+}
+
+func (t *writeTx) SetVersionstampedValue(key, value []byte) {
+	t.wrote = true
+	t.Transaction.SetVersionstampedValue(key, value)
+}
+
+// note keeps the transaction's last write to a key the log follows.
+func (t *simLowerTx) note(key, value []byte) {
 	k := t.b.s.keys
 	if _, ok := k.job(key); !ok {
 		if _, ok := k.typ(key); !ok {
@@ -347,45 +405,6 @@ func (t *simLowerTx) note(key, value []byte) {
 	}
 	t.idx[string(key)] = len(t.writes)
 	t.writes = append(t.writes, w)
-}
-
-func (t *simLowerTx) Set(key, value []byte) {
-	if value == nil {
-		value = []byte{}
-	}
-	t.note(key, value)
-	t.Transaction.Set(key, value)
-}
-
-func (t *simLowerTx) Clear(key []byte) {
-	t.note(key, nil)
-	t.Transaction.Clear(key)
-}
-
-func (t *simLowerTx) ClearRange(r kv.Range) {
-	t.wrote = true
-	t.ranges = append(t.ranges, r)
-	t.Transaction.ClearRange(r)
-}
-
-func (t *simLowerTx) Atomic(op kv.MutationType, key, p []byte) {
-	t.wrote = true
-	t.Transaction.Atomic(op, key, p)
-}
-
-func (t *simLowerTx) Add(key []byte, delta int64) {
-	t.wrote = true
-	t.Transaction.Add(key, delta)
-}
-
-func (t *simLowerTx) SetVersionstampedKey(key, value []byte) {
-	t.wrote = true
-	t.Transaction.SetVersionstampedKey(key, value)
-}
-
-func (t *simLowerTx) SetVersionstampedValue(key, value []byte) {
-	t.wrote = true
-	t.Transaction.SetVersionstampedValue(key, value)
 }
 
 func (t *simLowerTx) Commit() error {
