@@ -330,8 +330,8 @@ func (s *sim) check() *simViolation {
 					bad("running under a lock no accept gave")
 					continue
 				}
-				ep.lastSeen = c.at
 				if next.State == fdbq.Running {
+					ep.lastSeen = c.at
 					switch {
 					case next.Lock != prev.Lock:
 						bad("the lock changed while the job ran")
@@ -408,7 +408,9 @@ func (s *sim) check() *simViolation {
 		s.checkCall(e, func(job simJobRef, lock string) *simEpisode { return episodes[epKey{job, lock}] })
 	}
 
-	// acked-add.
+	// acked-add. An add made while the job ran under a lock flags it
+	// to run again: that run's own finish or failure does not end it,
+	// only what comes after (or a cancel, or a removal).
 	for _, e := range s.hist.entries {
 		if (e.op != "add" && e.op != "addbatch") || e.class != "ok" {
 			continue
@@ -418,8 +420,23 @@ func (s *sim) check() *simViolation {
 			from = e.commits[0] + 1
 		}
 		for _, job := range e.jobs {
-			i := sort.SearchInts(ends[job], from)
-			if i == len(ends[job]) {
+			ran := ""
+			if at := s.stateBefore(job, from); at != nil && at.State == fdbq.Running {
+				ran = at.Lock
+			}
+			done := false
+			for _, c := range ends[job] {
+				if c < from {
+					continue
+				}
+				w := s.writeOf(c, job)
+				if ran != "" && w.next != nil && w.prev.State == fdbq.Running && w.prev.Lock == ran && w.next.Outcome != fdbq.Canceled {
+					continue
+				}
+				done = true
+				break
+			}
+			if !done {
 				s.violate("acked-add", job, e, "the add was acknowledged, but the job never finished nor was removed after it (it is %s at the end)",
 					s.hist.describeJob(s.shadow[job], simEpoch))
 			}
@@ -439,7 +456,11 @@ func (s *sim) check() *simViolation {
 			end = s.now
 		}
 		if deadline, ok := s.upThrough(ep.lastSeen, bound); ok && end > deadline {
-			s.violate("stuck", ep.job, s.entryAt(ep.start), "running under %s from its last change at %.3fs until %.3fs, past the bound of %v (activity timeout, the monitor's period)",
+			var at *simEntry
+			if ep.end >= 0 {
+				at = s.entryAt(ep.end)
+			}
+			s.violate("stuck", ep.job, at, "running under %s from its last change at %.3fs until %.3fs, past the bound of %v (activity timeout, the monitor's period)",
 				s.hist.lockName(ep.lock), ep.lastSeen.Seconds(), end.Seconds(), bound)
 		}
 		if ep.how != "recycle" {
@@ -612,6 +633,28 @@ func (s *sim) minTimeout(typ string, a, b time.Duration) time.Duration {
 		}
 	}
 	return d
+}
+
+// writeOf is commit c's write of job.
+func (s *sim) writeOf(c int, job simJobRef) simWrite {
+	for _, w := range s.hist.log[c].writes {
+		if w.job == job && w.settings == nil {
+			return w
+		}
+	}
+	panic(fmt.Sprintf("c%d did not write %s", c, job))
+}
+
+// stateBefore is a job's record after the commits before index from.
+func (s *sim) stateBefore(job simJobRef, from int) *fdbq.StoredJob {
+	for c := from - 1; c >= 0; c-- {
+		for _, w := range s.hist.log[c].writes {
+			if w.job == job && w.settings == nil {
+				return w.next
+			}
+		}
+	}
+	return nil
 }
 
 // entryAt is the call that made commit c.
