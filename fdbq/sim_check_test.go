@@ -43,6 +43,8 @@ import (
 //     bound on their skew with the current monitor, by the monitor's own
 //     clock's rate once it measures timeouts on MonitorOptions.Clock
 //     (simClockRule).
+//   - effects: a worker's own write in the transaction of its Finish
+//     commits with the finish and only with it, as often as the log says.
 //   - spin: no call makes more transactions than its work and the
 //     store's failures call for, and none runs past simCallTimeout.
 //   - counters: at every scan (every checkEvery steps and at the end) the
@@ -400,6 +402,30 @@ func (s *sim) check() *simViolation {
 		}
 	}
 
+	// effects: a worker's own write commits with its Finish, and only
+	// with it.
+	for _, c := range s.hist.log {
+		var finished []simJobRef
+		for _, w := range c.writes {
+			if w.prev != nil && w.next != nil && w.prev.State == fdbq.Running && w.next.LastLock == w.prev.Lock+":finish" {
+				finished = append(finished, w.job)
+			}
+		}
+		own := c.entry != nil && c.entry.op == "finish" && strings.Contains(c.entry.args, "own write")
+		if !own {
+			finished = nil
+		}
+		if !slices.Equal(c.effects, finished) {
+			job := simJobRef{}
+			if len(c.effects) > 0 {
+				job = c.effects[0]
+			} else if len(finished) > 0 {
+				job = finished[0]
+			}
+			s.violate("effects", job, c.entry, "c%d committed the worker's own writes for %v beside the finishes of %v", c.n, c.effects, finished)
+		}
+	}
+
 	// The calls' answers.
 	for _, e := range s.hist.entries {
 		if e.class == "" {
@@ -677,11 +703,46 @@ func (s *sim) scan() {
 				s.hist.describeJob(got, simEpoch), s.hist.describeJob(want, simEpoch))
 		}
 	}
+	if err := s.scanEffects(); err != nil {
+		s.violate("effects", simJobRef{}, s.lastEntry(), "scan: %v", err)
+	}
 	for job := range jobs {
 		if _, ok := s.shadow[job]; !ok {
 			s.violate("counters", job, s.lastEntry(), "the store has a job the commit log never wrote")
 		}
 	}
+}
+
+// scanEffects compares the workers' own writes in the store with the
+// commit log's.
+func (s *sim) scanEffects() error {
+	want := map[simJobRef]int64{}
+	for _, c := range s.hist.log {
+		for _, job := range c.effects {
+			want[job]++
+		}
+	}
+	sub := tuple.Sub("sim-effect")
+	kvs, err := kv.ReadTransact(context.Background(), s.plain, func(tx kv.ReadTx) ([]kv.KeyValue, error) {
+		return tx.GetRange(sub.Range(), kv.RangeOptions{})
+	})
+	if err != nil {
+		return err
+	}
+	got := map[simJobRef]int64{}
+	for _, e := range kvs {
+		t, err := sub.Unpack(e.Key)
+		if err != nil || len(t) != 2 {
+			return fmt.Errorf("effect key %q", e.Key)
+		}
+		got[simJobRef{t[0].(string), t[1].(string)}] = kv.DecodeInt64(e.Value)
+	}
+	for _, job := range s.shadowOrder {
+		if got[job] != want[job] {
+			s.violate("effects", job, s.lastEntry(), "the store counts %d of the worker's own writes, the commit log %d", got[job], want[job])
+		}
+	}
+	return nil
 }
 
 func (s *sim) lastEntry() *simEntry {

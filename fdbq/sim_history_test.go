@@ -68,7 +68,15 @@ type simCommit struct {
 	at     time.Duration
 	entry  *simEntry // nil: setup
 	writes []simWrite
+	// effects are the jobs whose worker's own write (simEffectKey) the
+	// transaction made, beside its Finish.
+	effects []simJobRef
 }
+
+// simEffectKey is a worker's own write in the transaction of its
+// Finish: a counter per job, outside the queue's keys, that must move
+// with the job's finishes and with nothing else.
+func simEffectKey(job simJobRef) []byte { return tuple.Tuple{"sim-effect", job.typ, job.id}.MustPack() }
 
 // simWrite is one job record a commit changed: before and after (nil:
 // absent), or one type's settings.
@@ -319,6 +327,12 @@ func (b *simLower) Begin(ctx context.Context) (kv.Transaction, error) {
 	t := &simLowerTx{writeTx: writeTx{Transaction: tx}, b: b, e: b.s.top(), idx: map[string]int{}}
 	t.onWrite = t.note
 	t.onClearTo = func(r kv.Range) { t.ranges = append(t.ranges, r) }
+	effects := tuple.Sub("sim-effect")
+	t.onAdd = func(key []byte, _ int64) {
+		if tup, err := effects.Unpack(key); err == nil && effects.Contains(key) && len(tup) == 2 {
+			t.effects = append(t.effects, simJobRef{tup[0].(string), tup[1].(string)})
+		}
+	}
 	return t, nil
 }
 
@@ -327,11 +341,12 @@ func (b *simLower) Close() error { return nil }
 
 type simLowerTx struct {
 	writeTx
-	b      *simLower
-	e      *simEntry
-	writes []simKeyWrite
-	idx    map[string]int
-	ranges []kv.Range
+	b       *simLower
+	e       *simEntry
+	writes  []simKeyWrite
+	idx     map[string]int
+	ranges  []kv.Range
+	effects []simJobRef
 }
 
 // writeTx is a transaction that notes whether it wrote anything, and
@@ -341,6 +356,7 @@ type writeTx struct {
 	wrote     bool
 	onWrite   func(key, value []byte) // value nil: cleared
 	onClearTo func(r kv.Range)
+	onAdd     func(key []byte, delta int64)
 }
 
 func (t *writeTx) Set(key, value []byte) {
@@ -377,6 +393,9 @@ func (t *writeTx) Atomic(op kv.MutationType, key, p []byte) {
 
 func (t *writeTx) Add(key []byte, delta int64) {
 	t.wrote = true
+	if t.onAdd != nil {
+		t.onAdd(key, delta)
+	}
 	t.Transaction.Add(key, delta)
 }
 
@@ -435,7 +454,7 @@ func (t *simLowerTx) Commit() error {
 // logCommit appends an applied transaction to the commit log and brings
 // the shadow copy of the job records up to date.
 func (s *sim) logCommit(t *simLowerTx) {
-	c := &simCommit{n: len(s.hist.log), at: s.now, entry: t.e}
+	c := &simCommit{n: len(s.hist.log), at: s.now, entry: t.e, effects: t.effects}
 	for _, w := range t.writes {
 		if job, ok := s.keys.job(w.key); ok {
 			var next *fdbq.StoredJob

@@ -740,11 +740,16 @@ func (s *sim) leaseCall(a *simActor, l *simLease, op string) {
 	args := ""
 	var hb fdbq.HeartbeatOptions
 	var at time.Time
+	own := false
 	switch op {
 	case "heartbeat":
 		if s.rng.IntN(4) == 0 {
 			hb.Progress = json.RawMessage(strconv.Itoa(s.rng.IntN(100)))
 			args = "progress=" + string(hb.Progress)
+		}
+	case "finish":
+		if own = s.rng.IntN(2) == 0; own {
+			args = "with the worker's own write"
 		}
 	case "resubmit":
 		if s.rng.IntN(2) == 0 {
@@ -758,7 +763,16 @@ func (s *sim) leaseCall(a *simActor, l *simLease, op string) {
 		case "heartbeat":
 			err = p.q.Heartbeat(ctx, p.db, l.l, hb)
 		case "finish":
-			err = p.q.Finish(ctx, p.db, l.l, json.RawMessage(`"done"`))
+			if !own {
+				err = p.q.Finish(ctx, p.db, l.l, json.RawMessage(`"done"`))
+				break
+			}
+			// Inside the worker's own transaction, with its own write:
+			// both commit, or neither.
+			err = p.db.Transact(ctx, func(tx kv.Tx) error {
+				tx.Add(simEffectKey(refs[0]), 1)
+				return p.q.Finish(ctx, tx, l.l, json.RawMessage(`"done"`))
+			})
 		case "fail":
 			err = p.q.Fail(ctx, p.db, l.l, "sim: the worker failed")
 		case "resubmit":
