@@ -140,6 +140,9 @@ type ftQ struct {
 	c      *clock
 	prefix []byte
 	lease  *fdbq.Lease // the setup's lease, for the worker calls
+	// several: the call is several transactions (a sweep's batches and
+	// its claims), each committing once.
+	several bool
 }
 
 func newFtQ(t *testing.T, st kv.Backend, prefix string) *ftQ {
@@ -277,6 +280,11 @@ func ftCases() []ftCase {
 	jobOp := func(call func(q *fdbq.Queue, ctx context.Context, tr kv.Transactor, typ, id string) error) func(x *ftQ) string {
 		return func(x *ftQ) string { return ftOutcome(call(x.q, x.ctx, x.db, "email", "a")) }
 	}
+	sweep := func(x *ftQ) string {
+		x.several = true
+		st, err := fdbq.NewMonitor(x.q, fdbq.MonitorOptions{Logger: quietLog}).Sweep(x.ctx)
+		return fmt.Sprintf("%s recycled %d failed %d expired %d", ftOutcome(err), st.Recycled, st.Failed, st.Expired)
+	}
 	settings := fdbq.TypeSettings{ActivityTimeout: time.Minute, Retry: fdbq.RetryPolicy{MaxAttempts: 3, Backoff: fdbq.Linear, Base: time.Second}}
 	return []ftCase{
 		{"Add new", func(*ftQ) {}, add(`{"n":2}`)},
@@ -316,6 +324,8 @@ func ftCases() []ftCase {
 			pending(x)
 			trMust(x.t, "setup: pause", x.other.Pause(x.ctx, x.other.DB(), "email"))
 		}, func(x *ftQ) string { return ftOutcome(x.q.Resume(x.ctx, x.db, "email")) }},
+		{"Monitor.Sweep taking back a job", func(x *ftQ) { running(x); x.c.Advance(time.Minute) }, sweep},
+		{"Monitor.Sweep removing a finished job", func(x *ftQ) { finished(x); x.c.Advance(25 * time.Hour) }, sweep},
 		{"DeclareType", pending, func(x *ftQ) string {
 			app := fx.New(fx.NopLogger, fx.Supply(x.db, fdbq.Options{Now: x.c.Now, Prefix: x.prefix}),
 				fdbq.Module, fdbq.DeclareType("email", settings), fx.Invoke(func(*fdbq.Queue) {}))
@@ -363,6 +373,7 @@ type ftResult struct {
 	moved   string // the other client's
 	applied int    // the operation's commits that applied writes
 	hits    int    // faults injected
+	several bool
 	state   string
 }
 
@@ -378,7 +389,7 @@ func ftFaulted(t *testing.T, st kv.Backend, n int, tc ftCase, fault string, inte
 	})
 	r.answer = tc.op(x)
 	x.b.arm("", nil)
-	r.applied, r.hits, r.state = x.b.applied, x.b.hits, x.state()
+	r.applied, r.hits, r.several, r.state = x.b.applied, x.b.hits, x.several, x.state()
 	return r
 }
 
@@ -416,7 +427,7 @@ func ftCompare(t *testing.T, got, want *ftResult, inName string) {
 	if !strings.HasPrefix(got.answer, "ok") && got.applied != 0 {
 		t.Errorf("answered %q but committed %d times: an error means nothing committed", got.answer, got.applied)
 	}
-	if got.applied > 1 {
+	if got.applied > 1 && !got.several {
 		t.Errorf("committed %d times: success means exactly once", got.applied)
 	}
 	if got.moved != want.moved {
