@@ -251,6 +251,38 @@ func (s *sim) simStuckBound() time.Duration {
 	return simMaxTimeout + 2*s.cfg.skew + simSweepMax + 2*sweepTakes
 }
 
+// dueSweep is the first sweep that had to take back a job that stopped
+// showing activity, if one came. The current monitor: the first that
+// began when even the slowest wall clock was past the deadline the
+// fastest could have written (the activity timeout plus twice the skew
+// after the last change). The monitor of the new clock rule: the first
+// of a monitor (one process, one start) that began an activity timeout
+// of its clock, at its slowest rate, after the end of an earlier sweep
+// of its own that began after the last change. Only sweeps that
+// succeeded count.
+func (s *sim) dueSweep(ep *simEpisode) *simEntry {
+	d := s.maxTimeout(ep.job.typ, ep.lastSeen-time.Second, s.now)
+	seen := map[[2]int]time.Duration{} // monitor → end of its first sweep after the change
+	for _, e := range s.hist.entries {
+		if e.op != "sweep" || e.class != "ok" || e.at < ep.lastSeen {
+			continue
+		}
+		if !s.cfg.newMonitor {
+			if e.at >= ep.lastSeen+d+2*s.cfg.skew+5*time.Millisecond {
+				return e
+			}
+			continue
+		}
+		m := [2]int{e.proc, e.gen}
+		if first, ok := seen[m]; !ok {
+			seen[m] = e.end
+		} else if e.at >= first+time.Duration(float64(d)/(1-s.cfg.rateSkew)) {
+			return e
+		}
+	}
+	return nil
+}
+
 // simClockRule is the least simulated time from a job's last activity
 // to its recycling, for an activity timeout d: the new rule (the
 // monitor saw the activity, then its own clock advanced d) gives d at
@@ -457,6 +489,7 @@ func (s *sim) check() *simViolation {
 				}
 				w := s.writeOf(c, job)
 				if ran != "" && w.next != nil && w.prev.State == fdbq.Running && w.prev.Lock == ran && w.next.Outcome != fdbq.Canceled {
+					s.violate("acked-add", job, e, "the add flagged the running job to run again, but c%d finished that run (%s)", c, w.next.Outcome)
 					continue
 				}
 				done = true
@@ -481,7 +514,14 @@ func (s *sim) check() *simViolation {
 		if ep.end < 0 {
 			end = s.now
 		}
-		if deadline, ok := s.upThrough(ep.lastSeen, bound); ok && end > deadline {
+		if sw := s.dueSweep(ep); sw != nil && (ep.end < 0 || ep.end >= sw.logAtEnd) {
+			var at *simEntry
+			if ep.end >= 0 {
+				at = s.entryAt(ep.end)
+			}
+			s.violate("stuck", ep.job, at, "running under %s from its last change at %.3fs until %.3fs, through #%d, a sweep by %s at %.3fs that had to take it back",
+				s.hist.lockName(ep.lock), ep.lastSeen.Seconds(), end.Seconds(), sw.n, sw.actor, sw.at.Seconds())
+		} else if deadline, ok := s.upThrough(ep.lastSeen, bound); ok && end > deadline {
 			var at *simEntry
 			if ep.end >= 0 {
 				at = s.entryAt(ep.end)
@@ -544,7 +584,7 @@ func (s *sim) checkCall(e *simEntry, episode func(simJobRef, string) *simEpisode
 		case e.op == "accept" && len(e.held) == 0 && applied != 0:
 			s.violate("answers", job, e, "accepted nothing but committed")
 		}
-	case "crash":
+	case "unknown":
 		if e.op != "sweep" && applied > 1 {
 			s.violate("answers", job, e, "committed %d times before its process died", applied)
 		}
@@ -648,13 +688,22 @@ func (s *sim) upThrough(at, d time.Duration) (time.Duration, bool) {
 	return best, found
 }
 
-// minTimeout is the least activity timeout a type had from a to b.
+// minTimeout and maxTimeout are the least and the greatest activity
+// timeout a type had from a to b.
 func (s *sim) minTimeout(typ string, a, b time.Duration) time.Duration {
+	return s.timeoutIn(typ, a, b, func(x, y time.Duration) bool { return x < y })
+}
+
+func (s *sim) maxTimeout(typ string, a, b time.Duration) time.Duration {
+	return s.timeoutIn(typ, a, b, func(x, y time.Duration) bool { return x > y })
+}
+
+func (s *sim) timeoutIn(typ string, a, b time.Duration, better func(x, y time.Duration) bool) time.Duration {
 	h := s.typeHist[typ]
 	d := time.Duration(0)
 	for i, x := range h {
 		inForce := x.at <= b && (i+1 == len(h) || h[i+1].at > a)
-		if inForce && (d == 0 || x.s.ActivityTimeout < d) {
+		if inForce && (d == 0 || better(x.s.ActivityTimeout, d)) {
 			d = x.s.ActivityTimeout
 		}
 	}

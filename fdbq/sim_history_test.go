@@ -48,7 +48,7 @@ type simEntry struct {
 	held       []simHeld // the jobs and locks of a lease call, or what an accept got
 	res        string
 	err        error
-	class      string // ok, halt, wrongstate, notfound, crash, spin, other
+	class      string // ok, halt, wrongstate, notfound, unknown (its process died, or its outcome is unknown), spin, other
 	commits    []int  // the commit log's indexes of its applied writes
 	attempts   int    // transactions it began
 	failures   int    // of those, the ones the store failed (commit or begin)
@@ -116,7 +116,7 @@ func classifyErr(err error, crashed bool) string {
 	case err == nil:
 		return "ok"
 	case crashed || errors.Is(err, errSimCrash) || errors.Is(err, kv.ErrCommitUnknownResult):
-		return "crash"
+		return "unknown"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "spin"
 	case errors.Is(err, fdbq.ErrHalt):
@@ -244,7 +244,7 @@ func (h *simHistory) jobHistory(job simJobRef, upTo, limit int, base time.Time) 
 		picked = picked[len(picked)-limit:]
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "history of %s (%d entries", job, len(picked))
+	fmt.Fprintf(&b, "history of %s (t is simulated time, the times in records the writer's wall clock; %d entries", job, len(picked))
 	if len(picked) == limit {
 		b.WriteString(", the last ones")
 	}
