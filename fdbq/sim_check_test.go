@@ -255,20 +255,20 @@ func (s *sim) simStuckBound() time.Duration {
 // showing activity, if one came. The current monitor: the first that
 // began when even the slowest wall clock was past the deadline the
 // fastest could have written (the activity timeout plus twice the skew
-// after the last change). The monitor of the new clock rule: the first
-// of a monitor (one process, one start) that began an activity timeout
-// of its clock, at its slowest rate, after the end of an earlier sweep
-// of its own that began after the last change. Only sweeps that
-// succeeded count.
+// after the last accept or heartbeat). The monitor of the new clock
+// rule: the first of a monitor (one process, one start) that began an
+// activity timeout of its clock, at its slowest rate, after the end of
+// an earlier sweep of its own that began after the last accept or
+// heartbeat. Only sweeps that succeeded count.
 func (s *sim) dueSweep(ep *simEpisode) *simEntry {
-	d := s.maxTimeout(ep.job.typ, ep.lastSeen-time.Second, s.now)
+	d := s.maxTimeout(ep.job.typ, ep.activity-time.Second, s.now)
 	seen := map[[2]int]time.Duration{} // monitor → end of its first sweep after the change
 	for _, e := range s.hist.entries {
-		if e.op != "sweep" || e.class != "ok" || e.at < ep.lastSeen {
+		if e.op != "sweep" || e.class != "ok" || e.at < ep.activity {
 			continue
 		}
 		if !s.cfg.newMonitor {
-			if e.at >= ep.lastSeen+d+2*s.cfg.skew+5*time.Millisecond {
+			if e.at >= ep.activity+d+2*s.cfg.skew+5*time.Millisecond {
 				return e
 			}
 			continue
@@ -302,14 +302,14 @@ func (s *sim) simClockRule(d time.Duration, strict bool) time.Duration {
 // simEpisode is one run of a job under one lock, from the accept that
 // started it to the change that ended it.
 type simEpisode struct {
-	job                simJobRef
-	lock               string
-	start              int           // commit index of the accept
-	activity, lastSeen time.Duration // last accept or heartbeat; last write
-	end                int           // commit index that ended it; -1: still running
-	endAt              time.Duration
-	how                string // finish, fail, resubmit, recycle, cancel, remove
-	holder             string // recycle: the live worker that held it, if any
+	job      simJobRef
+	lock     string
+	start    int           // commit index of the accept
+	activity time.Duration // its last accept or heartbeat
+	end      int           // commit index that ended it; -1: still running
+	endAt    time.Duration
+	how      string // finish, fail, resubmit, recycle, cancel, remove
+	holder   string // recycle: the live worker that held it, if any
 }
 
 // check runs every rule over the finished run. It returns the first
@@ -365,7 +365,6 @@ func (s *sim) check() *simViolation {
 					continue
 				}
 				if next.State == fdbq.Running {
-					ep.lastSeen = c.at
 					switch {
 					case next.Lock != prev.Lock:
 						bad("the lock changed while the job ran")
@@ -403,7 +402,7 @@ func (s *sim) check() *simViolation {
 					bad("started a second time under one lock")
 					continue
 				}
-				ep := &simEpisode{job: w.job, lock: next.Lock, start: c.n, activity: c.at, lastSeen: c.at, end: -1}
+				ep := &simEpisode{job: w.job, lock: next.Lock, start: c.n, activity: c.at, end: -1}
 				episodes[k] = ep
 				order = append(order, ep)
 			case prev.State == fdbq.Pending:
@@ -519,15 +518,15 @@ func (s *sim) check() *simViolation {
 			if ep.end >= 0 {
 				at = s.entryAt(ep.end)
 			}
-			s.violate("stuck", ep.job, at, "running under %s from its last change at %.3fs until %.3fs, through #%d, a sweep by %s at %.3fs that had to take it back",
-				s.hist.lockName(ep.lock), ep.lastSeen.Seconds(), end.Seconds(), sw.n, sw.actor, sw.at.Seconds())
-		} else if deadline, ok := s.upThrough(ep.lastSeen, bound); ok && end > deadline {
+			s.violate("stuck", ep.job, at, "running under %s from its last accept or heartbeat at %.3fs until %.3fs, through #%d, a sweep by %s at %.3fs that had to take it back",
+				s.hist.lockName(ep.lock), ep.activity.Seconds(), end.Seconds(), sw.n, sw.actor, sw.at.Seconds())
+		} else if deadline, ok := s.upThrough(ep.activity, bound); ok && end > deadline {
 			var at *simEntry
 			if ep.end >= 0 {
 				at = s.entryAt(ep.end)
 			}
-			s.violate("stuck", ep.job, at, "running under %s from its last change at %.3fs until %.3fs, past the bound of %v (activity timeout, the monitor's period)",
-				s.hist.lockName(ep.lock), ep.lastSeen.Seconds(), end.Seconds(), bound)
+			s.violate("stuck", ep.job, at, "running under %s from its last accept or heartbeat at %.3fs until %.3fs, past the bound of %v (activity timeout, the monitor's period)",
+				s.hist.lockName(ep.lock), ep.activity.Seconds(), end.Seconds(), bound)
 		}
 		if ep.how != "recycle" {
 			continue

@@ -291,7 +291,7 @@ func (s *sim) close() { s.plain.Close() }
 func (s *sim) varyConfig() {
 	c := &s.cfg
 	c.procs = 2 + s.rng.IntN(3)
-	c.ids = 4 + s.rng.IntN(14)
+	c.ids = 6 + s.rng.IntN(12)
 	c.beginInterleave = 0.02 + 0.18*s.rng.Float64()
 	c.maxDepth = 1 + s.rng.IntN(3)
 	c.crashRate = 0.02 + 0.1*s.rng.Float64()
@@ -886,37 +886,37 @@ func (s *sim) operatorStep(a *simActor) {
 	job := s.pickJob()
 	refs := []simJobRef{job}
 	switch r := s.rng.IntN(100); {
-	case r < 20:
+	case r < 8:
 		s.do(a, "cancel", job.String(), refs, nil, func(ctx context.Context) (string, error) {
 			return "ok", p.q.Cancel(ctx, p.db, job.typ, job.id)
 		})
-	case r < 30:
+	case r < 12:
 		s.do(a, "remove", job.String(), refs, nil, func(ctx context.Context) (string, error) {
 			return "ok", p.q.Remove(ctx, p.db, job.typ, job.id)
 		})
-	case r < 45:
+	case r < 22:
 		s.do(a, "requeue", job.String(), refs, nil, func(ctx context.Context) (string, error) {
 			return "ok", p.q.Requeue(ctx, p.db, job.typ, job.id)
 		})
-	case r < 50:
+	case r < 26:
 		e := s.do(a, "pause", job.typ, nil, nil, func(ctx context.Context) (string, error) {
 			return "ok", p.q.Pause(ctx, p.db, job.typ)
 		})
 		if e.class == "ok" {
 			p.paused[job.typ] = true
 		}
-	case r < 55:
+	case r < 30:
 		s.do(a, "resume", job.typ, nil, nil, func(ctx context.Context) (string, error) {
 			return "ok", p.q.Resume(ctx, p.db, job.typ)
 		})
-	case r < 65:
+	case r < 38:
 		ts := s.randomSettings()
 		h := s.typeHist[job.typ]
 		ts.Paused = h[len(h)-1].s.Paused
 		s.do(a, "settype", job.typ+" "+settingsText(ts), nil, nil, func(ctx context.Context) (string, error) {
 			return "ok", p.q.SetType(ctx, p.db, job.typ, ts)
 		})
-	case r < 75:
+	case r < 58:
 		s.do(a, "get", job.String(), refs, nil, func(ctx context.Context) (string, error) {
 			j, err := p.q.Get(ctx, p.db, job.typ, job.id)
 			if err != nil {
@@ -924,7 +924,7 @@ func (s *sim) operatorStep(a *simActor) {
 			}
 			return string(j.State), nil
 		})
-	case r < 85:
+	case r < 78:
 		state := []fdbq.State{fdbq.Pending, fdbq.Running, fdbq.Finished}[s.rng.IntN(3)]
 		s.do(a, "list", job.typ+" "+string(state), nil, nil, func(ctx context.Context) (string, error) {
 			page, err := p.q.List(ctx, p.db, job.typ, fdbq.ListOptions{State: state, Limit: 1 + s.rng.IntN(5)})
@@ -933,7 +933,7 @@ func (s *sim) operatorStep(a *simActor) {
 			}
 			return fmt.Sprintf("%d jobs", len(page.Jobs)), nil
 		})
-	case r < 92:
+	case r < 90:
 		s.do(a, "types", "", nil, nil, func(ctx context.Context) (string, error) {
 			infos, err := p.q.Types(ctx, p.db)
 			return fmt.Sprintf("%d types", len(infos)), err
