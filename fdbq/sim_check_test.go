@@ -688,7 +688,8 @@ func (s *sim) upThrough(at, d time.Duration) (time.Duration, bool) {
 }
 
 // minTimeout and maxTimeout are the least and the greatest activity
-// timeout a type had from a to b.
+// timeout a type had from a to b (settings written at a count too: a
+// transaction then may have read them or the ones before).
 func (s *sim) minTimeout(typ string, a, b time.Duration) time.Duration {
 	return s.timeoutIn(typ, a, b, func(x, y time.Duration) bool { return x < y })
 }
@@ -701,7 +702,7 @@ func (s *sim) timeoutIn(typ string, a, b time.Duration, better func(x, y time.Du
 	h := s.typeHist[typ]
 	d := time.Duration(0)
 	for i, x := range h {
-		inForce := x.at <= b && (i+1 == len(h) || h[i+1].at > a)
+		inForce := x.at <= b && (i+1 == len(h) || h[i+1].at >= a)
 		if inForce && (d == 0 || better(x.s.ActivityTimeout, d)) {
 			d = x.s.ActivityTimeout
 		}
