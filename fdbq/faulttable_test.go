@@ -51,31 +51,15 @@ func (b *ftBackend) Begin(ctx context.Context) (kv.Transaction, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &ftTx{Transaction: tx, b: b}, nil
+	return &ftTx{writeTx: writeTx{Transaction: tx}, b: b}, nil
 }
 
+// ftTx notes its writes with writeTx (sim_history_test.go).
 type ftTx struct {
-	kv.Transaction
-	b     *ftBackend
-	wrote bool
+	writeTx
+	b *ftBackend
 }
 
-func (t *ftTx) Set(k, v []byte)       { t.wrote = true; t.Transaction.Set(k, v) }
-func (t *ftTx) Clear(k []byte)        { t.wrote = true; t.Transaction.Clear(k) }
-func (t *ftTx) ClearRange(r kv.Range) { t.wrote = true; t.Transaction.ClearRange(r) }
-func (t *ftTx) Add(k []byte, d int64) { t.wrote = true; t.Transaction.Add(k, d) }
-func (t *ftTx) Atomic(op kv.MutationType, k, p []byte) {
-	t.wrote = true
-	t.Transaction.Atomic(op, k, p)
-}
-func (t *ftTx) SetVersionstampedKey(k, v []byte) {
-	t.wrote = true
-	t.Transaction.SetVersionstampedKey(k, v)
-}
-func (t *ftTx) SetVersionstampedValue(k, v []byte) {
-	t.wrote = true
-	t.Transaction.SetVersionstampedValue(k, v)
-}
 func (t *ftTx) commit() error { return t.countApplied(t.Transaction.Commit()) }
 func (t *ftTx) countApplied(err error) error {
 	t.b.applied += trBtoi(err == nil && t.wrote)
