@@ -22,7 +22,8 @@ import (
 // failures at its commit — a conflict, transaction_too_old,
 // commit_unknown_result before and after applying, a delay — alone and
 // with another client moving the job meanwhile (a worker accepts it, a
-// producer adds it again, someone removes it), and checks each answer
+// producer adds it again, someone removes it, the monitor takes it back
+// for another worker), and checks each answer
 // against what doc.go promises: ErrHalt, ErrWrongState and ErrNotFound
 // mean nothing of the call committed, success that it committed exactly
 // once. It does so by comparison: the same setup, the same operation and
@@ -225,6 +226,13 @@ var ftInterference = []struct {
 		return "ok " + string(j.State)
 	}},
 	{"someone removes it", func(x *ftQ) string { return ftOutcome(x.other.Remove(x.ctx, x.other.DB(), "email", "a")) }},
+	{"the monitor takes it back and another worker accepts it", func(x *ftQ) string {
+		// A process whose clock is a minute on: past the deadline, and
+		// without moving the clock the operation reads.
+		later := fdbq.New(x.other.DB(), fdbq.Options{Now: func() time.Time { return x.c.Now().Add(time.Minute) }, Prefix: x.prefix})
+		st, err := fdbq.NewMonitor(later, fdbq.MonitorOptions{Logger: quietLog}).Sweep(x.ctx)
+		return fmt.Sprintf("%s recycled %d; %s", ftOutcome(err), st.Recycled, ftLeases(later.Accept(x.ctx, "email", fdbq.AcceptOptions{Max: 10})))
+	}},
 }
 
 type ftCase struct {
