@@ -869,7 +869,7 @@ func scanStore(ctx context.Context, db *kv.DB, prefix []byte) (map[simJobRef]*fd
 		for _, ix := range []struct {
 			tag   int
 			state fdbq.State
-		}{{2, fdbq.Pending}, {5, fdbq.Running}, {6, fdbq.Finished}} {
+		}{{2, fdbq.Pending}, {5, fdbq.Running}, {12, fdbq.Running}, {6, fdbq.Finished}} {
 			ts, vs, err := read(root.Sub(ix.tag))
 			if err != nil {
 				return err
@@ -897,7 +897,14 @@ func scanStore(ctx context.Context, db *kv.DB, prefix []byte) (map[simJobRef]*fd
 						bad(job, "the pending entry's copy of the record differs from the record")
 					}
 				case fdbq.Running:
-					at, want = t[1].(int64), j.ExpiresAt
+					if ix.tag == 5 {
+						bad(job, "a running entry keyed by deadline, of earlier versions")
+						continue
+					}
+					if t[1].(int64) != j.ActiveTimeoutMs {
+						bad(job, "running entry of timeout %d ms, record of %d", t[1].(int64), j.ActiveTimeoutMs)
+					}
+					at, want = t[2].(int64), j.ActiveVersion
 				case fdbq.Finished:
 					at, want = t[1].(int64), j.FinishedAt.UnixMilli()
 				}
@@ -909,6 +916,31 @@ func scanStore(ctx context.Context, db *kv.DB, prefix []byte) (map[simJobRef]*fd
 		for job := range jobs {
 			if indexed[job] != 1 {
 				bad(job, "a record with %d index entries", indexed[job])
+			}
+		}
+		// A running job's renewal stamp: its commit came after the read
+		// version the entry is keyed by. No other job has one.
+		stamps, svs, err := read(root.Sub(13))
+		if err != nil {
+			return err
+		}
+		stamped := map[simJobRef]bool{}
+		for i, t := range stamps {
+			job := simJobRef{t[0].(string), t[1].(string)}
+			stamped[job] = true
+			j := jobs[job]
+			switch {
+			case j == nil || j.State != fdbq.Running:
+				bad(job, "a renewal stamp for a job not running")
+			case len(svs[i]) != 10:
+				bad(job, "a renewal stamp of %d bytes", len(svs[i]))
+			case kv.Versionstamp(svs[i]).CommitVersion() <= j.ActiveVersion:
+				bad(job, "renewal committed at %d, not after its read version %d", kv.Versionstamp(svs[i]).CommitVersion(), j.ActiveVersion)
+			}
+		}
+		for job, j := range jobs {
+			if j.State == fdbq.Running && !stamped[job] {
+				bad(job, "a running job without a renewal stamp")
 			}
 		}
 		counts, vs, err := read(root.Sub(7))

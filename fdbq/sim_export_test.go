@@ -13,6 +13,12 @@ type StoredJob struct {
 	// ResubmitAt is where a running job that was added again goes when
 	// its worker is done, in ms.
 	ResubmitAt int64
+	// ActiveVersion and ActiveTimeoutMs (running) key the job's activity
+	// entry: the read version of its last renewal, the timeout it gave.
+	// The version depends on the store's history, so comparisons of what
+	// two runs stored (JSON) leave it out.
+	ActiveVersion   int64 `json:"-"`
+	ActiveTimeoutMs int64
 }
 
 // DecodeStoredJob decodes the record stored under a job key.
@@ -22,5 +28,6 @@ func DecodeStoredJob(b []byte, typ, id string) (*StoredJob, error) {
 		return nil, err
 	}
 	return &StoredJob{Job: *r.job(typ, id), Lock: r.Lock, LastLock: r.LastLock, LastAdd: r.LastAdd,
-		ExpiresAt: r.ExpiresAt, ResubmitAt: r.ResubmitAt}, nil
+		ExpiresAt: r.ExpiresAt, ResubmitAt: r.ResubmitAt,
+		ActiveVersion: r.ActiveVersion, ActiveTimeoutMs: r.activityTimeoutMs()}, nil
 }

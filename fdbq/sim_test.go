@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -140,16 +139,11 @@ func defaultSimConfig() simConfig {
 	}
 }
 
-// monitorOptions gives o the monitor's own clock, clock, when
-// MonitorOptions has the field Clock (a duration clock: only its rate
-// matters, it never jumps), and reports whether it has. Once the field
-// is there for good this is `o.Clock = clock`.
+// monitorOptions gives o the monitor's own clock, clock (a duration
+// clock: only its rate matters, it never jumps), and reports that the
+// monitor measures timeouts on it.
 func monitorOptions(o fdbq.MonitorOptions, clock func() time.Time) (fdbq.MonitorOptions, bool) {
-	f := reflect.ValueOf(&o).Elem().FieldByName("Clock")
-	if !f.IsValid() || f.Type() != reflect.TypeOf(clock) {
-		return o, false
-	}
-	f.Set(reflect.ValueOf(clock))
+	o.Clock = clock
 	return o, true
 }
 
