@@ -9,16 +9,13 @@ import (
 	"github.com/jobstage/jobstage/kv/kvtest"
 )
 
-// The fault injector's ReadVersion draws its too-old fault before asking
-// the inner transaction, where Get and GetRange ask first "so that a real
-// error wins over an injected one": a transaction whose context ended
-// answers ReadVersion with a retryable transaction_too_old instead of
-// its real, final error. FoundationDB answers neither: a transaction's
-// read version is obtained once and cached (NativeAPI.actor.h,
-// Transaction::getReadVersion keeps trState->readVersionFuture), and the
-// GRV path has no transaction_too_old, so the injection there models no
-// FoundationDB failure at all.
-func TestAttackFaultyReadVersionHidesRealError(t *testing.T) {
+// The fault injector's ReadVersion asks the inner transaction first and
+// injects nothing of its own: a transaction whose context ended answers
+// its real, final error. FoundationDB obtains a transaction's read version
+// once and caches it (NativeAPI.actor.h, Transaction::getReadVersion keeps
+// trState->readVersionFuture), and the GRV path has no
+// transaction_too_old.
+func TestFaultyReadVersionKeepsRealError(t *testing.T) {
 	db := open(t, true)
 	// Every read draws too-old (TooOldRate × ReadTooOldFraction = 1).
 	fb := kvtest.NewFaultyBackend(db.Backend(), kvtest.FaultOptions{Seed: 1, TooOldRate: 1 / kvtest.ReadTooOldFraction})

@@ -8,12 +8,12 @@ import (
 	"github.com/jobstage/jobstage/fdbq"
 )
 
-// MonitorOptions.Clock defaults to the queue's Options.Now when set. That
-// is the wall clock of schedules, which may step (NTP, an operator,
-// time.Now().UTC(), which strips the monotonic reading): a monitor with
-// default options then takes back a job whose worker heartbeats every
-// 10 s when the clock steps an hour ahead. The side effects run twice.
-func TestAttackDefaultMonitorClockIsQueueWallClock(t *testing.T) {
+// A monitor with default options measures timeouts on time.Now, not on the
+// queue's Options.Now: that is the wall clock of schedules, which may step
+// (NTP, an operator, time.Now().UTC(), which strips the monotonic
+// reading). When it steps an hour ahead, a job whose worker heartbeats
+// every 10 s stays with its worker.
+func TestMonitorDefaultClockIsNotTheQueueClock(t *testing.T) {
 	q, c := newQueue(t) // Options.Now: c.Now, a wall clock
 	ctx := context.Background()
 	addJob(t, q, fdbq.NewJob{ID: "live"})

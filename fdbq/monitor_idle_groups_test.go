@@ -10,14 +10,11 @@ import (
 	"github.com/jobstage/jobstage/kv/embedded"
 )
 
-// The idle monitor reads the first 64 activity entries of a type for its
-// timer. Entries are in the order of their renewals' read versions, not
-// of their due times: 64 dead jobs with a long timeout (their type's was
-// shortened since) hide a later job whose timeout is short, and with
-// nothing else changing the monitor sleeps until the long timeout (here
-// an hour) instead of taking the short one back a few intervals after
-// its 100 ms.
-func TestAttackIdleWindowHidesShortTimeout(t *testing.T) {
+// The idle monitor's timer reads the first activity entries of each
+// timeout group: 64 dead jobs with a long timeout (their type's was
+// shortened since) do not hide a later job whose timeout is short, which
+// is taken back a few intervals after its 100 ms, not after the hour.
+func TestMonitorIdleShortTimeoutBehindLongOnes(t *testing.T) {
 	q := newRealClockQueue(t, embedded.Options{})
 	ctx := context.Background()
 	long := fdbq.DefaultTypeSettings()

@@ -8,13 +8,11 @@ import (
 	"github.com/jobstage/jobstage/fdbq"
 )
 
-// A monitor that is only ever swept by hand (Sweep, no Start) never takes
-// back a dead job whose own activity timeout is longer than its type's
-// (the type's was shortened while it ran): the samples are pruned to the
-// longest timeout the monitor has seen, and Sweep learns only the types'
-// timeouts (only the idle loop's activityDue reads the jobs' own), so no
-// sample is ever the job's timeout old. The job stays running for good.
-func TestAttackManualSweepsNeverRecycleJobWithLongerOwnTimeout(t *testing.T) {
+// A monitor that is only ever swept by hand (Sweep, no Start) takes back a
+// dead job whose own activity timeout is longer than its type's (the
+// type's was shortened while it ran), after its own timeout: the job's
+// group says its timeout, and the monitor keeps samples for it.
+func TestMonitorJobKeepsLongerOwnTimeout(t *testing.T) {
 	q, c := newQueue(t)
 	ctx := context.Background()
 	addJob(t, q, fdbq.NewJob{ID: "dead"})
@@ -41,11 +39,9 @@ func TestAttackManualSweepsNeverRecycleJobWithLongerOwnTimeout(t *testing.T) {
 }
 
 // A type's ActivityTimeout lengthened while a job runs: the job's record
-// and entry say its timeout is 30 s (its Job.ExpiresAt says so too), but
-// the sweep's range stops at the versions a *type's* timeout (1 h) old,
-// so the dead job is taken back only an hour after its last heartbeat.
-// The deadline scheme took it back after its own 30 s.
-func TestAttackLengthenedTypeTimeoutDelaysRunningJob(t *testing.T) {
+// and entry say its timeout is 30 s, and the dead job is taken back after
+// those 30 s, not after the type's new hour.
+func TestMonitorJobKeepsShorterOwnTimeout(t *testing.T) {
 	q, c := newQueue(t)
 	ctx := context.Background()
 	addJob(t, q, fdbq.NewJob{ID: "dead"})
