@@ -82,8 +82,8 @@
 //	                                      ""   running jobs by the activity timeout their last renewal
 //	                                      (Accept, Heartbeat) gave them, then by the read version of that
 //	                                      renewal's transaction, which the record keeps
-//	(P, 13, type, id)                     versionstamp of a running job's last renewal (versionstamped
-//	                                      value), read by the monitor alone
+//	(P, 13, type, id)                     versionstamp of the job's last renewal (versionstamped value),
+//	                                      read by the monitor alone; deleted with the job
 //
 // Every state change goes through one function that rewrites the record
 // and moves its index entry and counters together, so the indexes never

@@ -58,6 +58,7 @@ type typeKeys struct {
 	job, pending  []byte
 	active, done  []byte
 	legacyActive  []byte
+	stamp         []byte
 }
 
 func (k keys) of(typ string) *typeKeys {
@@ -72,6 +73,7 @@ func (k keys) of(typ string) *typeKeys {
 		pending:      k.root.MustPack(tuple.Tuple{tagPending, typ}),
 		active:       k.root.MustPack(tuple.Tuple{tagActive, typ}),
 		legacyActive: k.root.MustPack(tuple.Tuple{tagLegacyActive, typ}),
+		stamp:        k.root.MustPack(tuple.Tuple{tagStamp, typ}),
 		done:         k.root.MustPack(tuple.Tuple{tagFinished, typ}),
 	}
 	for _, s := range []State{Pending, Running, Finished} {
@@ -164,10 +166,15 @@ func (k keys) active(typ string, timeoutMs, version int64, id string) []byte {
 
 func (k keys) activeType(typ string) tuple.Subspace { return k.root.Sub(tagActive, typ) }
 
-// stamp holds the versionstamp of a running job's last renewal, apart from
-// its activity entry so that the index reads as any other (a transaction
-// cannot read a versionstamped value it wrote: accessed_unreadable).
-func (k keys) stamp(typ, id string) []byte { return k.root.MustPack(tuple.Tuple{tagStamp, typ, id}) }
+// stamp holds the versionstamp of a job's last renewal, apart from its
+// activity entry so that the index reads as any other (a transaction
+// cannot read a versionstamped value it wrote: accessed_unreadable). It
+// stays when the job stops running, to be overwritten by its next
+// renewal, and goes with the job.
+func (k keys) stamp(typ, id string) []byte {
+	p := k.of(typ).stamp
+	return appendString(append(make([]byte, 0, len(p)+len(id)+2), p...), id)
+}
 
 // activeGroup is the activity entries of a type's jobs of one timeout, in
 // the order of their renewals' read versions.

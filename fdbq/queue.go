@@ -168,6 +168,7 @@ func (q *Queue) drop(tx kv.Tx, typ, id string, old *record) {
 	q.unindex(tx, typ, id, old)
 	tx.Add(q.k.count(typ, old.State), -1)
 	tx.Clear(q.k.job(typ, id))
+	tx.Clear(q.k.stamp(typ, id))
 	tx.Add(q.k.change(typ), 1)
 }
 
@@ -180,7 +181,6 @@ func (q *Queue) unindex(tx kv.Tx, typ, id string, old *record) {
 			tx.Clear(q.k.legacyActive(typ, old.ExpiresAt, id))
 		} else {
 			tx.Clear(q.k.active(typ, old.activityTimeoutMs(), old.ActiveVersion, id))
-			tx.Clear(q.k.stamp(typ, id))
 		}
 	case Finished:
 		tx.Clear(q.k.finished(typ, old.FinishedAt, id))

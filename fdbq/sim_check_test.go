@@ -919,7 +919,8 @@ func scanStore(ctx context.Context, db *kv.DB, prefix []byte) (map[simJobRef]*fd
 			}
 		}
 		// A running job's renewal stamp: its commit came after the read
-		// version the entry is keyed by. No other job has one.
+		// version the entry is keyed by. A job that stopped running may
+		// keep its stamp; one that is gone may not.
 		stamps, svs, err := read(root.Sub(13))
 		if err != nil {
 			return err
@@ -930,8 +931,9 @@ func scanStore(ctx context.Context, db *kv.DB, prefix []byte) (map[simJobRef]*fd
 			stamped[job] = true
 			j := jobs[job]
 			switch {
-			case j == nil || j.State != fdbq.Running:
-				bad(job, "a renewal stamp for a job not running")
+			case j == nil:
+				bad(job, "a renewal stamp for no job")
+			case j.State != fdbq.Running:
 			case len(svs[i]) != 10:
 				bad(job, "a renewal stamp of %d bytes", len(svs[i]))
 			case kv.Versionstamp(svs[i]).CommitVersion() <= j.ActiveVersion:
