@@ -246,10 +246,17 @@ func (r *simResult) historyText() string {
 func (s *sim) simStuckBound() time.Duration {
 	const sweepTakes = time.Second
 	if s.cfg.newMonitor {
-		return time.Duration(float64(simMaxTimeout)/(1-s.cfg.rateSkew)) + 2*simSweepMax + 2*sweepTakes
+		return time.Duration(float64(simMaxTimeout)/(1-s.cfg.rateSkew)) + simSampleSpacing + 2*simSweepMax + 2*sweepTakes
 	}
 	return simMaxTimeout + 2*s.cfg.skew + simSweepMax + 2*sweepTakes
 }
+
+// simSampleSpacing is how far apart a monitor keeps the notes of its
+// transactions (a quarter of its Interval, the default 1 s here): a note
+// closer to the one before is merged into the next, so the note of a
+// monitor's first sweep after an activity may count from up to this much
+// later.
+const simSampleSpacing = time.Second / 4
 
 // dueSweep is the first sweep that had to take back a job that stopped
 // showing activity, if one came. The current monitor: the first that
@@ -257,9 +264,9 @@ func (s *sim) simStuckBound() time.Duration {
 // fastest could have written (the activity timeout plus twice the skew
 // after the last accept or heartbeat). The monitor of the new clock
 // rule: the first of a monitor (one process, one start) that began an
-// activity timeout of its clock, at its slowest rate, after the end of
-// an earlier sweep of its own that began after the last accept or
-// heartbeat. Only sweeps that succeeded count.
+// activity timeout of its clock, at its slowest rate, and the spacing of
+// its notes after the end of an earlier sweep of its own that began after
+// the last accept or heartbeat. Only sweeps that succeeded count.
 func (s *sim) dueSweep(ep *simEpisode) *simEntry {
 	d := s.maxTimeout(ep.job.typ, ep.activity-time.Second, s.now)
 	seen := map[[2]int]time.Duration{} // monitor → end of its first sweep after the change
@@ -276,7 +283,7 @@ func (s *sim) dueSweep(ep *simEpisode) *simEntry {
 		m := [2]int{e.proc, e.gen}
 		if first, ok := seen[m]; !ok {
 			seen[m] = e.end
-		} else if e.at >= first+time.Duration(float64(d)/(1-s.cfg.rateSkew)) {
+		} else if e.at >= first+time.Duration(float64(d)/(1-s.cfg.rateSkew))+simSampleSpacing {
 			return e
 		}
 	}
