@@ -1,16 +1,19 @@
 package fdbq
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/jobstage/jobstage/kv"
+	"github.com/jobstage/jobstage/kv/tuple"
 )
 
 // Lease is a job accepted by a worker: the job as it was when accepted,
@@ -157,6 +160,9 @@ type acceptResult struct {
 	// groupWake, set instead of watch when every due job was held by
 	// other accepts of the group, is closed when one of them lets go.
 	groupWake <-chan struct{}
+	// promote and demote say what moveEntries has to move (see
+	// acceptWindowRead).
+	promote, demote bool
 }
 
 // Accept takes up to o.Max due jobs of a type, highest priority first and
@@ -209,8 +215,24 @@ func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lea
 		if err != nil {
 			return nil, err
 		}
-		if len(res.leases) > 0 || !wait {
+		demoted := 0
+		if res.promote || res.demote {
+			// The accept has committed: a move that fails takes nothing
+			// from it, and the next accept moves again.
+			demoted, _ = q.moveEntries(ctx, typ, res.promote, res.demote, o.Window)
+		}
+		if len(res.leases) > 0 {
 			return res.leases, nil
+		}
+		if demoted > 0 {
+			// Jobs that were in the way are out of it: look again at once.
+			if res.watch != nil {
+				res.watch.Cancel()
+			}
+			continue
+		}
+		if !wait {
+			return nil, nil
 		}
 		if res.groupWake != nil {
 			// Every due job is held by another accept of the group, which
@@ -301,85 +323,108 @@ func (q *Queue) acceptTx(tx kv.Tx, typ string, o AcceptOptions, lock string, cla
 	if !o.MaxScheduledAt.IsZero() {
 		maxSched = o.MaxScheduledAt.UnixMilli()
 	}
-	cands, next, err := q.dueWindow(tx.Snapshot(), typ, maxSched, o.Window)
+	snap := tx.Snapshot()
+	w, err := q.acceptWindow(snap, typ, now, maxSched, o.Window)
 	if err != nil {
 		return nil, err
 	}
-	if o.MaxScheduledAt.IsZero() {
-		// Only a bound that moves with the clock reaches a job later. A
-		// job after a bound that was set never becomes acceptable to
-		// this accept, and a timer for it would fire, find it still out
-		// of reach and, once its time had passed, fire again at once.
-		res.next = next
-	}
-	if len(cands) == 0 {
-		if wait {
-			res.watch = tx.Watch(q.k.watch(typ))
-		}
-		return res, nil
-	}
+	res.promote, res.demote = w.promote, w.demote
 	// Pick Max at random from the window, then keep index order among the
 	// picked ones. Only the picked jobs get read conflicts, so acceptors
 	// conflict only when they pick the same job.
-	if o.Group != nil {
+	cands := w.cands[:min(len(w.cands), o.Window)]
+	if o.Group != nil && len(cands) > 0 {
 		var wake <-chan struct{}
 		cands, *held, wake = o.Group.pick(typ, cands, o.Max, *held)
-		if len(cands) == 0 {
-			if wait {
-				res.groupWake = wake
-			}
-			return res, nil
+		if len(cands) == 0 && wait {
+			res.groupWake = wake
 		}
 	} else if len(cands) > o.Max {
 		cands = pick(cands, o.Max)
 	}
 	ids := make([]string, 0, len(cands))
 	for _, c := range cands {
-		// The read conflict is on the job's record, not on its pending
-		// entry: every change to a job rewrites (or clears) the record,
-		// and the entry changes only with it, so a conflict on the entry
-		// as well would catch nothing more.
-		var rec *record
-		var err error
-		if len(c.record) > 0 {
-			// The entry's copy is the record as of this snapshot (both are
-			// written together); a read conflict on the record key makes
-			// any later change to it fail this commit, as reading it would.
-			tx.AddReadConflictKey(q.k.job(typ, c.id))
-			rec, err = decodeRecord(c.record, typ, c.id)
-		} else {
-			rec, err = q.load(tx, typ, c.id)
-		}
+		l, err := q.take(tx, typ, c, lock, now, s)
 		if err != nil {
 			return nil, err
 		}
-		if rec == nil || rec.State != Pending {
-			// The index and the record change together, so this is a
-			// record written after our snapshot; the read conflict on it
-			// makes the commit fail and the retry see the truth.
+		if l == nil {
 			continue
 		}
-		next := *rec
-		next.State = Running
-		next.Lock = lock
-		next.Attempts++
-		next.StartedAt, next.HeartbeatAt = now, now
-		next.ExpiresAt = now + s.ActivityTimeout.Milliseconds()
-		next.Error = ""
-		// A new lock: an exit recorded by an earlier lock must not let that
-		// lock's late retries pass as idempotent replays.
-		next.LastLock = ""
-		if err := q.put(tx, typ, c.id, rec, &next); err != nil {
-			return nil, err
-		}
-		res.leases = append(res.leases, &Lease{Job: *next.job(typ, c.id), Lock: lock})
+		res.leases = append(res.leases, l)
 		ids = append(ids, c.id)
 	}
 	if len(ids) > 0 {
 		b, _ := json.Marshal(ids)
 		tx.Set(claimKey, b)
 	}
+	if len(res.leases) > 0 || !wait || res.groupWake != nil {
+		return res, nil
+	}
+	if o.MaxScheduledAt.IsZero() {
+		// Only a bound that moves with the clock reaches a job later. A
+		// job after a bound that was set never becomes acceptable to
+		// this accept, and a timer for it would fire, find it still out
+		// of reach and, once its time had passed, fire again at once.
+		next, err := q.nextScheduled(snap, typ, now)
+		if err != nil {
+			return nil, err
+		}
+		res.next = earliest(w.next, next)
+	}
+	res.watch = tx.Watch(q.k.watch(typ))
 	return res, nil
+}
+
+// take makes candidate c running under lock, or returns nil when its
+// record is no longer pending.
+func (q *Queue) take(tx kv.Tx, typ string, c candidate, lock string, now int64, s TypeSettings) (*Lease, error) {
+	// The read conflicts are on the job's record, which changes whenever
+	// the job does, and on the entry the job was found under, which an
+	// accept's move to the other index clears without rewriting the
+	// record.
+	jobKey := q.k.job(typ, c.id)
+	var rec *record
+	var err error
+	if len(c.record) > 0 {
+		// The entry's copy is the record as of this snapshot (both are
+		// written together); a read conflict on the record key makes any
+		// later change to it fail this commit, as reading it would.
+		tx.AddReadConflictKey(jobKey)
+		rec, err = decodeRecord(c.record, typ, c.id)
+	} else {
+		var b []byte
+		if b, err = tx.Get(jobKey); err != nil {
+			return nil, err
+		}
+		if b != nil {
+			rec, err = decodeRecord(b, typ, c.id)
+		}
+	}
+	tx.AddReadConflictKey(c.entry)
+	if err != nil {
+		return nil, err
+	}
+	if rec == nil || rec.State != Pending {
+		// The index and the record change together, so this is a record
+		// written after our snapshot; the read conflict on it makes the
+		// commit fail and the retry see the truth.
+		return nil, nil
+	}
+	next := *rec
+	next.State = Running
+	next.Lock = lock
+	next.Attempts++
+	next.StartedAt, next.HeartbeatAt = now, now
+	next.ExpiresAt = now + s.ActivityTimeout.Milliseconds()
+	next.Error = ""
+	// A new lock: an exit recorded by an earlier lock must not let that
+	// lock's late retries pass as idempotent replays.
+	next.LastLock = ""
+	if err := q.putFrom(tx, typ, c.id, rec, &next, c.entry); err != nil {
+		return nil, err
+	}
+	return &Lease{Job: *next.job(typ, c.id), Lock: lock}, nil
 }
 
 // reclaim returns the jobs an earlier attempt of this accept took, when
@@ -440,93 +485,205 @@ func sample(out, band []candidate, k int) []candidate {
 }
 
 type candidate struct {
+	// key is the job's key in the ready index, where it is, or would be:
+	// candidates are ordered by it.
 	key      []byte
 	priority int
 	sched    int64
 	id       string
 	record   []byte // the record's copy in the entry; empty if not copied
+	// entry is the key the job was read under, in the ready or the
+	// scheduled index.
+	entry []byte
 }
 
-// parsePending reads a pending entry's key: the fast path of keys, or the
-// tuple layer for a key it does not read (which it then checks).
+// parsePending reads a ready index entry's key: the fast path of keys, or
+// the tuple layer for a key it does not read (which it then checks).
 func (q *Queue) parsePending(typ string, key []byte) (negPriority, schedMs int64, id string, err error) {
 	if n, s, id, ok := q.k.parsePending(typ, key); ok {
 		return n, s, id, nil
 	}
-	t, err := q.k.pendingType(typ).Unpack(key)
+	n, s, id, err := parseEntryTuple(q.k.pendingType(typ), key)
+	return n, s, id, err
+}
+
+// parseScheduled is parsePending for a scheduled index entry's key.
+func (q *Queue) parseScheduled(typ string, key []byte) (negPriority, schedMs int64, id string, err error) {
+	if n, s, id, ok := q.k.parseScheduled(typ, key); ok {
+		return n, s, id, nil
+	}
+	s, n, id, err := parseEntryTuple(q.k.scheduledType(typ), key)
+	return n, s, id, err
+}
+
+// parseEntryTuple reads (sub…, a, b, id) with the tuple layer.
+func parseEntryTuple(sub tuple.Subspace, key []byte) (a, b int64, id string, err error) {
+	t, err := sub.Unpack(key)
 	if err != nil {
 		return 0, 0, "", err
 	}
 	if len(t) == 3 {
-		n, ok1 := t[0].(int64)
-		s, ok2 := t[1].(int64)
+		a, ok1 := t[0].(int64)
+		b, ok2 := t[1].(int64)
 		id, ok3 := t[2].(string)
 		if ok1 && ok2 && ok3 {
-			return n, s, id, nil
+			return a, b, id, nil
 		}
 	}
 	return 0, 0, "", fmt.Errorf("fdbq: malformed pending entry %q", key)
 }
 
-// dueWindow reads, without conflicts, up to window due pending entries in
-// index order (priority bands from the highest, each by scheduled time),
-// and the earliest scheduled time of the entries not yet due.
-func (q *Queue) dueWindow(snap kv.ReadTx, typ string, maxSched int64, window int) ([]candidate, int64, error) {
-	sub := q.k.pendingType(typ)
-	all := sub.Range()
-	begin := all.Begin
-	var out []candidate
-	var next int64
-	for len(out) < window {
-		// The first entry at or after begin names the next priority band.
-		first, err := snap.GetRange(kv.Range{Begin: begin, End: all.End}, kv.RangeOptions{Limit: 1})
-		if err != nil || len(first) == 0 {
-			return out, next, err
-		}
-		neg, sched, _, err := q.parsePending(typ, first[0].Key)
+// acceptWindowRead is what an accept read of a type's two indexes.
+type acceptWindowRead struct {
+	// cands are the jobs the accept may take, in ready index order.
+	cands []candidate
+	// next is the earliest scheduled time after now among the ready
+	// index's entries read (0: none).
+	next int64
+	// promote: the scheduled index has at least as many due entries as
+	// the accept read of it.
+	promote bool
+	// demote: the ready index's entries read include some not yet due.
+	demote bool
+}
+
+// scheduledWindow is how many of the scheduled index's due entries an
+// accept with the given window reads, and a move promotes.
+func scheduledWindow(window int) int { return max(window, DefaultWindow) }
+
+// acceptWindow reads, without conflicts, the jobs an accept may take: the
+// first window entries of the ready index (the jobs that were due when
+// indexed, by priority) that are scheduled by maxSched, merged with the
+// first entries of the scheduled index (by scheduled time) that are due by
+// now or scheduled by maxSched. A fixed number of range reads, each of a
+// bounded number of keys, however many priorities and scheduled times the
+// type's jobs have.
+func (q *Queue) acceptWindow(snap kv.ReadTx, typ string, now, maxSched int64, window int) (*acceptWindowRead, error) {
+	w := &acceptWindowRead{}
+	kvs, err := snap.GetRange(q.k.pendingType(typ).Range(), kv.RangeOptions{Limit: window})
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range kvs {
+		neg, sched, id, err := q.parsePending(typ, e.Key)
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
-		band := q.k.pendingBand(typ, int(-neg))
-		if sched <= maxSched {
-			// The band's due entries start at first: reading from there,
-			// not from the band's start, does not step a second time over
-			// what the first read stepped over (on an LSM store, the
-			// tombstones of the jobs already taken).
-			due := rangeUpTo(band, maxSched)
-			due.Begin = first[0].Key
-			kvs, err := snap.GetRange(due, kv.RangeOptions{Limit: window - len(out)})
+		if sched > now {
+			// Indexed as due by a clock ahead of this one, or by a
+			// version that kept every pending job in this index.
+			w.demote = true
+			w.next = earliest(w.next, sched)
+		}
+		if sched > maxSched {
+			continue
+		}
+		w.cands = append(w.cands, candidate{key: e.Key, priority: int(-neg), sched: sched, id: id, record: e.Value, entry: e.Key})
+	}
+	limit := scheduledWindow(window)
+	due := rangeUpTo(q.k.scheduledType(typ), max(now, maxSched))
+	if kvs, err = snap.GetRange(due, kv.RangeOptions{Limit: limit}); err != nil {
+		return nil, err
+	}
+	merged := false
+	for _, e := range kvs {
+		neg, sched, id, err := q.parseScheduled(typ, e.Key)
+		if err != nil {
+			return nil, err
+		}
+		if sched > maxSched {
+			continue
+		}
+		key := q.k.pending(typ, int(-neg), sched, id)
+		w.cands = append(w.cands, candidate{key: key, priority: int(-neg), sched: sched, id: id, record: e.Value, entry: e.Key})
+		merged = true
+	}
+	if len(kvs) == limit {
+		if _, sched, _, err := q.parseScheduled(typ, kvs[len(kvs)-1].Key); err == nil && sched <= now {
+			w.promote = true
+		}
+	}
+	if merged {
+		slices.SortStableFunc(w.cands, func(a, b candidate) int { return bytes.Compare(a.key, b.key) })
+	}
+	return w, nil
+}
+
+// nextScheduled returns the scheduled time of the type's earliest entry in
+// the scheduled index that is not due by now (0: none).
+func (q *Queue) nextScheduled(snap kv.ReadTx, typ string, now int64) (int64, error) {
+	sub := q.k.scheduledType(typ)
+	r := kv.Range{Begin: rangeUpTo(sub, now).End, End: sub.Range().End}
+	kvs, err := snap.GetRange(r, kv.RangeOptions{Limit: 1})
+	if err != nil || len(kvs) == 0 {
+		return 0, err
+	}
+	_, sched, _, err := q.parseScheduled(typ, kvs[0].Key)
+	return sched, err
+}
+
+// earliest is the earlier of two scheduled times, 0 being none.
+func earliest(a, b int64) int64 {
+	if a == 0 || (b != 0 && b < a) {
+		return b
+	}
+	return a
+}
+
+// moveEntries puts the entries an accept found in the wrong index into the
+// right one, in a transaction of its own: with promote, the first of the
+// scheduled index's entries that are now due go to the ready index; with
+// demote, the entries among the ready index's first that are not due yet
+// go to the scheduled index. It returns how many it demoted.
+//
+// A move rewrites the entry, with its copy of the record, under its other
+// key, and leaves the record as it is. The entry was read in this
+// transaction's snapshot, so the record was then pending under it (they
+// change together); a read conflict on the record fails the move if the
+// job changed since, and the retry reads the entry again. Two moves of one
+// entry write the same keys and need not conflict; an accept that takes a
+// job has a read conflict on the entry it took, and fails if the entry
+// moved in between. The entries moved are the first of their index, so
+// the deletions they leave are where a store like Pebble, which steps over
+// deleted keys until it compacts them, starts its scans and can skip them
+// (the embedded store's skip cache).
+func (q *Queue) moveEntries(ctx context.Context, typ string, promote, demote bool, window int) (int, error) {
+	return kv.Transact(ctx, q.db, func(tx kv.Tx) (int, error) {
+		now := q.nowMs()
+		snap := tx.Snapshot()
+		limit := scheduledWindow(window)
+		if promote {
+			kvs, err := snap.GetRange(rangeUpTo(q.k.scheduledType(typ), now), kv.RangeOptions{Limit: limit})
 			if err != nil {
-				return nil, 0, err
+				return 0, err
 			}
 			for _, e := range kvs {
-				_, s, id, err := q.parsePending(typ, e.Key)
+				neg, sched, id, err := q.parseScheduled(typ, e.Key)
 				if err != nil {
-					return nil, 0, err
+					continue
 				}
-				out = append(out, candidate{key: e.Key, priority: int(-neg), sched: s, id: id, record: e.Value})
+				tx.AddReadConflictKey(q.k.job(typ, id))
+				tx.Clear(e.Key)
+				tx.Set(q.k.pending(typ, int(-neg), sched, id), e.Value)
 			}
-			// The band's first entry past the window, if not due, sets the
-			// timer; reading it costs one more key.
-			if len(out) < window {
-				rest, err := snap.GetRange(kv.Range{Begin: rangeUpTo(band, maxSched).End, End: band.Range().End}, kv.RangeOptions{Limit: 1})
-				if err != nil {
-					return nil, 0, err
-				}
-				if len(rest) == 1 {
-					_, s, _, err := q.parsePending(typ, rest[0].Key)
-					if err != nil {
-						return nil, 0, err
-					}
-					if next == 0 || s < next {
-						next = s
-					}
-				}
-			}
-		} else if next == 0 || sched < next {
-			next = sched
 		}
-		begin = band.Range().End
-	}
-	return out, next, nil
+		demoted := 0
+		if demote {
+			kvs, err := snap.GetRange(q.k.pendingType(typ).Range(), kv.RangeOptions{Limit: limit})
+			if err != nil {
+				return 0, err
+			}
+			for _, e := range kvs {
+				neg, sched, id, err := q.parsePending(typ, e.Key)
+				if err != nil || sched <= now {
+					continue
+				}
+				tx.AddReadConflictKey(q.k.job(typ, id))
+				tx.Clear(e.Key)
+				tx.Set(q.k.scheduled(typ, int(-neg), sched, id), e.Value)
+				demoted++
+			}
+		}
+		return demoted, nil
+	})
 }

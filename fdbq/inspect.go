@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"slices"
 
 	"github.com/jobstage/jobstage/kv"
 	"github.com/jobstage/jobstage/kv/tuple"
@@ -54,21 +55,23 @@ type Page struct {
 }
 
 // List returns jobs of a type in a state, a page at a time, in index order:
-// pending by priority then scheduled time, running by activity deadline,
-// finished by finish time. Each page is one read of the index and of the
-// page's records, so listing a large queue never holds it in memory.
+// pending first those indexed as due (by priority, then scheduled time),
+// then those scheduled for later (by scheduled time, then priority),
+// running by activity deadline, finished by finish time. Each page is one
+// read of each index it reaches and of the page's records, so listing a
+// large queue never holds it in memory.
 func (q *Queue) List(ctx context.Context, tr kv.ReadTransactor, typ string, o ListOptions) (*Page, error) {
 	if err := checkName("type name", typ); err != nil {
 		return nil, err
 	}
-	var sub tuple.Subspace
+	var subs []tuple.Subspace
 	switch o.State {
 	case Pending:
-		sub = q.k.pendingType(typ)
+		subs = []tuple.Subspace{q.k.pendingType(typ), q.k.scheduledType(typ)}
 	case Running:
-		sub = q.k.activeType(typ)
+		subs = []tuple.Subspace{q.k.activeType(typ)}
 	case Finished:
-		sub = q.k.finishedType(typ)
+		subs = []tuple.Subspace{q.k.finishedType(typ)}
 	default:
 		return nil, fmt.Errorf("%w: list: unknown state %q", ErrInvalidJob, o.State)
 	}
@@ -77,27 +80,43 @@ func (q *Queue) List(ctx context.Context, tr kv.ReadTransactor, typ string, o Li
 		limit = 100
 	}
 	limit = min(limit, 1000)
-	r := sub.Range()
+	ranges := make([]kv.Range, len(subs))
+	for i, sub := range subs {
+		ranges[i] = sub.Range()
+	}
 	if o.Cursor != "" {
 		after, err := base64.RawURLEncoding.DecodeString(o.Cursor)
-		if err != nil || !sub.Contains(after) {
+		i := slices.IndexFunc(subs, func(sub tuple.Subspace) bool { return sub.Contains(after) })
+		if err != nil || i < 0 {
 			return nil, fmt.Errorf("%w: list: bad cursor", ErrInvalidJob)
 		}
-		r.Begin = kv.KeyAfter(after)
+		subs, ranges = subs[i:], ranges[i:]
+		ranges[0].Begin = kv.KeyAfter(after)
 	}
 	return kv.ReadTransact(ctx, tr, func(tx kv.ReadTx) (*Page, error) {
 		snap := snapshotOf(tx)
-		kvs, err := snap.GetRange(r, kv.RangeOptions{Limit: limit + 1})
-		if err != nil {
-			return nil, err
+		var kvs []kv.KeyValue
+		var of []tuple.Subspace // the index of each of kvs
+		for i, r := range ranges {
+			if len(kvs) > limit {
+				break
+			}
+			got, err := snap.GetRange(r, kv.RangeOptions{Limit: limit + 1 - len(kvs)})
+			if err != nil {
+				return nil, err
+			}
+			kvs = append(kvs, got...)
+			for range got {
+				of = append(of, subs[i])
+			}
 		}
 		page := &Page{}
 		if len(kvs) > limit {
 			kvs = kvs[:limit]
 			page.Next = base64.RawURLEncoding.EncodeToString(kvs[len(kvs)-1].Key)
 		}
-		for _, e := range kvs {
-			t, err := sub.Unpack(e.Key)
+		for i, e := range kvs {
+			t, err := of[i].Unpack(e.Key)
 			if err != nil {
 				return nil, err
 			}

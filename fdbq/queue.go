@@ -79,11 +79,21 @@ const maxInlineRecord = 2048
 // through put and drop, so the indexes can never disagree with the
 // records.
 func (q *Queue) put(tx kv.Tx, typ, id string, old, rec *record) error {
+	return q.putFrom(tx, typ, id, old, rec, nil)
+}
+
+// putFrom is put for a pending job whose index entry the caller read at
+// key from (nil: not known). A pending job's entry is in the ready index
+// or the scheduled index, and Accept moves entries between them without
+// rewriting the record, so without from both keys are cleared.
+func (q *Queue) putFrom(tx kv.Tx, typ, id string, old, rec *record, from []byte) error {
 	b, err := rec.encode()
 	if err != nil {
 		return err
 	}
-	if old != nil {
+	if old != nil && old.State == Pending && from != nil {
+		tx.Clear(from)
+	} else if old != nil {
 		q.unindex(tx, typ, id, old)
 	}
 	switch rec.State {
@@ -94,7 +104,13 @@ func (q *Queue) put(tx kv.Tx, typ, id string, old, rec *record) error {
 		if len(b) <= maxInlineRecord {
 			copyOf = b
 		}
-		tx.Set(q.k.pending(typ, rec.Priority, rec.ScheduledAt, id), copyOf)
+		// Due by this process's clock: the ready index; not yet: the
+		// scheduled index, from which an accept takes it once due.
+		if rec.ScheduledAt <= q.nowMs() {
+			tx.Set(q.k.pending(typ, rec.Priority, rec.ScheduledAt, id), copyOf)
+		} else {
+			tx.Set(q.k.scheduled(typ, rec.Priority, rec.ScheduledAt, id), copyOf)
+		}
 		tx.Add(q.k.watch(typ), 1)
 	case Running:
 		tx.Set(q.k.active(typ, rec.ExpiresAt, id), nil)
@@ -124,6 +140,7 @@ func (q *Queue) unindex(tx kv.Tx, typ, id string, old *record) {
 	switch old.State {
 	case Pending:
 		tx.Clear(q.k.pending(typ, old.Priority, old.ScheduledAt, id))
+		tx.Clear(q.k.scheduled(typ, old.Priority, old.ScheduledAt, id))
 	case Running:
 		tx.Clear(q.k.active(typ, old.ExpiresAt, id))
 	case Finished:
