@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"math/rand/v2"
 	"slices"
+	"sort"
 	"sync"
 	"time"
 
@@ -163,6 +165,9 @@ type acceptResult struct {
 	// promote and demote say what moveEntries has to move (see
 	// acceptWindowRead).
 	promote, demote bool
+	// again: a job picked could not be taken, and the accept should look
+	// again rather than wait, now that it passes over that job.
+	again bool
 }
 
 // Accept takes up to o.Max due jobs of a type, highest priority first and
@@ -187,6 +192,7 @@ func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lea
 		deadline = t.C
 	}
 	var rewatch watchRetry
+	lookAgain := 8
 	for {
 		// The lock and the claim key are made outside the transaction: if
 		// a commit's result is unknown, the retry finds the claim and
@@ -224,8 +230,13 @@ func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lea
 		if len(res.leases) > 0 {
 			return res.leases, nil
 		}
-		if demoted > 0 {
+		if demoted > 0 || (res.again && lookAgain > 0) {
 			// Jobs that were in the way are out of it: look again at once.
+			// (A look that finds more jobs it cannot take is bounded: the
+			// queue remembers only so many of them.)
+			if res.again {
+				lookAgain--
+			}
 			if res.watch != nil {
 				res.watch.Cancel()
 			}
@@ -331,28 +342,57 @@ func (q *Queue) acceptTx(tx kv.Tx, typ string, o AcceptOptions, lock string, cla
 	res.promote, res.demote = w.promote, w.demote
 	// Pick Max at random from the window, then keep index order among the
 	// picked ones. Only the picked jobs get read conflicts, so acceptors
-	// conflict only when they pick the same job.
-	cands := w.cands[:min(len(w.cands), o.Window)]
-	if o.Group != nil && len(cands) > 0 {
-		var wake <-chan struct{}
-		cands, *held, wake = o.Group.pick(typ, cands, o.Max, *held)
-		if len(cands) == 0 && wait {
-			res.groupWake = wake
+	// conflict only when they pick the same job. A picked job that cannot
+	// be taken (its record does not decode) is passed over, and another
+	// is picked in its place from the candidates not tried yet.
+	left := w.cands
+	var keys [][]byte
+	ids := make([]string, 0, o.Max)
+	for len(res.leases) < o.Max && len(left) > 0 {
+		cands, need := left[:min(len(left), o.Window)], o.Max-len(res.leases)
+		if o.Group != nil {
+			var wake <-chan struct{}
+			cands, *held, wake = o.Group.pick(typ, cands, need, *held)
+			if len(cands) == 0 {
+				if wait && len(res.leases) == 0 {
+					res.groupWake = wake
+				}
+				break
+			}
+		} else if len(cands) > need {
+			cands = pick(cands, need)
 		}
-	} else if len(cands) > o.Max {
-		cands = pick(cands, o.Max)
+		skipped := 0
+		for _, c := range cands {
+			l, err := q.take(tx, typ, c, lock, now, s)
+			if err != nil {
+				if !errors.Is(err, errUnreadable) {
+					return nil, err
+				}
+				skipped++
+				continue
+			}
+			if l == nil {
+				continue
+			}
+			res.leases = append(res.leases, l)
+			keys = append(keys, c.key)
+			ids = append(ids, c.id)
+		}
+		if skipped == 0 {
+			break
+		}
+		res.again = true
+		tried := make(map[string]bool, len(cands))
+		for _, c := range cands {
+			tried[c.id] = true
+		}
+		left = slices.DeleteFunc(slices.Clone(left), func(c candidate) bool { return tried[c.id] })
 	}
-	ids := make([]string, 0, len(cands))
-	for _, c := range cands {
-		l, err := q.take(tx, typ, c, lock, now, s)
-		if err != nil {
-			return nil, err
-		}
-		if l == nil {
-			continue
-		}
-		res.leases = append(res.leases, l)
-		ids = append(ids, c.id)
+	if res.again && len(res.leases) > 1 {
+		// Replacements were picked after the first picks: back to index
+		// order.
+		sort.Sort(byKey{keys, res.leases})
 	}
 	if len(ids) > 0 {
 		b, _ := json.Marshal(ids)
@@ -376,8 +416,14 @@ func (q *Queue) acceptTx(tx kv.Tx, typ string, o AcceptOptions, lock string, cla
 	return res, nil
 }
 
+// errUnreadable marks a pending job that an accept cannot take: its
+// record, or the copy of it in its entry, does not decode, or it cannot be
+// stored again.
+var errUnreadable = errors.New("fdbq: pending job cannot be taken")
+
 // take makes candidate c running under lock, or returns nil when its
-// record is no longer pending.
+// record is no longer pending, or an error wrapping errUnreadable when it
+// cannot be taken.
 func (q *Queue) take(tx kv.Tx, typ string, c candidate, lock string, now int64, s TypeSettings) (*Lease, error) {
 	// The read conflicts are on the job's record, which changes whenever
 	// the job does, and on the entry the job was found under, which an
@@ -403,7 +449,7 @@ func (q *Queue) take(tx kv.Tx, typ string, c candidate, lock string, now int64, 
 	}
 	tx.AddReadConflictKey(c.entry)
 	if err != nil {
-		return nil, err
+		return nil, q.unreadableJob(typ, c.entry, c.record, err)
 	}
 	if rec == nil || rec.State != Pending {
 		// The index and the record change together, so this is a record
@@ -421,10 +467,25 @@ func (q *Queue) take(tx kv.Tx, typ string, c candidate, lock string, now int64, 
 	// A new lock: an exit recorded by an earlier lock must not let that
 	// lock's late retries pass as idempotent replays.
 	next.LastLock = ""
+	// putFrom encodes the record before it writes anything, so a record
+	// it refuses leaves the transaction as it was.
 	if err := q.putFrom(tx, typ, c.id, rec, &next, c.entry); err != nil {
-		return nil, err
+		return nil, q.unreadableJob(typ, c.entry, c.record, err)
 	}
 	return &Lease{Job: *next.job(typ, c.id), Lock: lock}, nil
+}
+
+// byKey sorts leases by the keys of their candidates.
+type byKey struct {
+	keys   [][]byte
+	leases []*Lease
+}
+
+func (b byKey) Len() int           { return len(b.keys) }
+func (b byKey) Less(i, j int) bool { return bytes.Compare(b.keys[i], b.keys[j]) < 0 }
+func (b byKey) Swap(i, j int) {
+	b.keys[i], b.keys[j] = b.keys[j], b.keys[i]
+	b.leases[i], b.leases[j] = b.leases[j], b.leases[i]
 }
 
 // reclaim returns the jobs an earlier attempt of this accept took, when
@@ -557,17 +618,27 @@ func scheduledWindow(window int) int { return max(window, DefaultWindow) }
 // first entries of the scheduled index (by scheduled time) that are due by
 // now or scheduled by maxSched. A fixed number of range reads, each of a
 // bounded number of keys, however many priorities and scheduled times the
-// type's jobs have.
+// type's jobs have. Entries known to be unreadable are passed over, and
+// each read takes as many more keys as there are of them.
 func (q *Queue) acceptWindow(snap kv.ReadTx, typ string, now, maxSched int64, window int) (*acceptWindowRead, error) {
 	w := &acceptWindowRead{}
-	kvs, err := snap.GetRange(q.k.pendingType(typ).Range(), kv.RangeOptions{Limit: window})
+	known := q.unreadable.count(typ)
+	ready := q.k.pendingType(typ).Range()
+	kvs, err := snap.GetRange(ready, kv.RangeOptions{Limit: window + known})
 	if err != nil {
 		return nil, err
 	}
+	if known > 0 {
+		q.unreadable.prune(typ, ready, kvs, window+known)
+	}
 	for _, e := range kvs {
+		if known > 0 && q.unreadable.known(typ, e.Key, e.Value, q.now()) {
+			continue
+		}
 		neg, sched, id, err := q.parsePending(typ, e.Key)
 		if err != nil {
-			return nil, err
+			_ = q.unreadableJob(typ, e.Key, e.Value, err)
+			continue
 		}
 		if sched > now {
 			// Indexed as due by a clock ahead of this one, or by a
@@ -580,16 +651,23 @@ func (q *Queue) acceptWindow(snap kv.ReadTx, typ string, now, maxSched int64, wi
 		}
 		w.cands = append(w.cands, candidate{key: e.Key, priority: int(-neg), sched: sched, id: id, record: e.Value, entry: e.Key})
 	}
-	limit := scheduledWindow(window)
+	limit := scheduledWindow(window) + known
 	due := rangeUpTo(q.k.scheduledType(typ), max(now, maxSched))
 	if kvs, err = snap.GetRange(due, kv.RangeOptions{Limit: limit}); err != nil {
 		return nil, err
 	}
+	if known > 0 {
+		q.unreadable.prune(typ, due, kvs, limit)
+	}
 	merged := false
 	for _, e := range kvs {
+		if known > 0 && q.unreadable.known(typ, e.Key, e.Value, q.now()) {
+			continue
+		}
 		neg, sched, id, err := q.parseScheduled(typ, e.Key)
 		if err != nil {
-			return nil, err
+			_ = q.unreadableJob(typ, e.Key, e.Value, err)
+			continue
 		}
 		if sched > maxSched {
 			continue
@@ -614,12 +692,16 @@ func (q *Queue) acceptWindow(snap kv.ReadTx, typ string, now, maxSched int64, wi
 func (q *Queue) nextScheduled(snap kv.ReadTx, typ string, now int64) (int64, error) {
 	sub := q.k.scheduledType(typ)
 	r := kv.Range{Begin: rangeUpTo(sub, now).End, End: sub.Range().End}
-	kvs, err := snap.GetRange(r, kv.RangeOptions{Limit: 1})
-	if err != nil || len(kvs) == 0 {
+	kvs, err := snap.GetRange(r, kv.RangeOptions{Limit: 1 + q.unreadable.count(typ)})
+	if err != nil {
 		return 0, err
 	}
-	_, sched, _, err := q.parseScheduled(typ, kvs[0].Key)
-	return sched, err
+	for _, e := range kvs {
+		if _, sched, _, err := q.parseScheduled(typ, e.Key); err == nil {
+			return sched, nil
+		}
+	}
+	return 0, nil
 }
 
 // earliest is the earlier of two scheduled times, 0 being none.
@@ -651,7 +733,7 @@ func (q *Queue) moveEntries(ctx context.Context, typ string, promote, demote boo
 	return kv.Transact(ctx, q.db, func(tx kv.Tx) (int, error) {
 		now := q.nowMs()
 		snap := tx.Snapshot()
-		limit := scheduledWindow(window)
+		limit := scheduledWindow(window) + q.unreadable.count(typ)
 		if promote {
 			kvs, err := snap.GetRange(rangeUpTo(q.k.scheduledType(typ), now), kv.RangeOptions{Limit: limit})
 			if err != nil {
@@ -686,4 +768,119 @@ func (q *Queue) moveEntries(ctx context.Context, typ string, promote, demote boo
 		}
 		return demoted, nil
 	})
+}
+
+// unreadableJob records a pending entry an accept cannot take, logs it the
+// first time, and returns err marked as errUnreadable.
+func (q *Queue) unreadableJob(typ string, key, value []byte, err error) error {
+	if q.unreadable.add(typ, key, value, q.now()) {
+		q.logger().Warn("fdbq: accept skips a pending job it cannot take; the job stays pending",
+			"type", typ, "entry", fmt.Sprintf("%q", key), "err", err)
+	}
+	return fmt.Errorf("%w: %w", errUnreadable, err)
+}
+
+// unreadableJobs remembers the pending entries that accepts found they
+// cannot take, each with a hash of its value and when it was found, so
+// that each is logged once and later accepts pass over it without giving
+// it a place of their window. An entry whose value changed is tried again,
+// and so, after unreadableRetry, is one without a copy of its record,
+// since the record, stored apart, may have been mended.
+type unreadableJobs struct {
+	mu     sync.Mutex
+	byType map[string]map[string]unreadableEntry
+	n      int
+}
+
+type unreadableEntry struct {
+	hash  uint64
+	found time.Time
+}
+
+// maxUnreadable bounds what unreadableJobs holds; beyond it, it starts
+// afresh (and logs again what it meets again).
+const maxUnreadable = 1024
+
+// unreadableRetry is how long an entry without a copy is passed over.
+const unreadableRetry = time.Minute
+
+func hashValue(v []byte) uint64 {
+	h := fnv.New64a()
+	h.Write(v)
+	return h.Sum64()
+}
+
+// count is how many entries of typ are known.
+func (u *unreadableJobs) count(typ string) int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.byType[typ])
+}
+
+// known says whether an accept passes over the entry key with value.
+func (u *unreadableJobs) known(typ string, key, value []byte, now time.Time) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	m := u.byType[typ]
+	if len(m) == 0 {
+		return false
+	}
+	e, ok := m[string(key)]
+	if !ok || e.hash != hashValue(value) {
+		return false
+	}
+	return len(value) > 0 || now.Sub(e.found) < unreadableRetry
+}
+
+// add records the entry key with value and reports whether it is new (or
+// its value changed).
+func (u *unreadableJobs) add(typ string, key, value []byte, now time.Time) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	h := hashValue(value)
+	if e, ok := u.byType[typ][string(key)]; ok && e.hash == h {
+		u.byType[typ][string(key)] = unreadableEntry{h, now}
+		return false
+	}
+	if u.n >= maxUnreadable {
+		u.byType, u.n = nil, 0
+	}
+	if u.byType == nil {
+		u.byType = map[string]map[string]unreadableEntry{}
+	}
+	m := u.byType[typ]
+	if m == nil {
+		m = map[string]unreadableEntry{}
+		u.byType[typ] = m
+	}
+	if _, ok := m[string(key)]; !ok {
+		u.n++
+	}
+	m[string(key)] = unreadableEntry{h, now}
+	return true
+}
+
+// prune forgets the known entries of typ in r that a read of r with limit
+// returned kvs, and so shows gone.
+func (u *unreadableJobs) prune(typ string, r kv.Range, kvs []kv.KeyValue, limit int) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	m := u.byType[typ]
+	if len(m) == 0 {
+		return
+	}
+	end := r.End
+	if len(kvs) == limit && limit > 0 {
+		end = kv.KeyAfter(kvs[len(kvs)-1].Key)
+	}
+	for k := range m {
+		if k < string(r.Begin) || k >= string(end) {
+			continue
+		}
+		i := sort.Search(len(kvs), func(i int) bool { return string(kvs[i].Key) >= k })
+		if i == len(kvs) || string(kvs[i].Key) != k {
+			delete(m, k)
+			u.n--
+		}
+	}
 }

@@ -2,8 +2,11 @@ package fdbq_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,6 +98,65 @@ func TestAcceptReadsBoundedManyPrioritiesAllDue(t *testing.T) {
 	}
 	if gets > 4 || ranges > 4 || keys > fdbq.DefaultWindow+4 {
 		t.Fatalf("one accept read %d keys, %d ranges (%d keys): want at most 4 keys, 4 ranges and %d keys in them", gets, ranges, keys, fdbq.DefaultWindow+4)
+	}
+}
+
+// A pending job whose record, or the copy of it in its index entry, does
+// not decode, or whose entry is not one fdbq writes, is skipped: Accept
+// takes the others, logs the job once, and a strict accept (a window of
+// one) is not stuck behind it.
+func TestAcceptSkipsCorruptPendingJobs(t *testing.T) {
+	root := tuple.FromBytes(fdbq.DefaultPrefix)
+	big := json.RawMessage(`"` + strings.Repeat("x", 4000) + `"`)
+	for _, tc := range []struct {
+		name string
+		data json.RawMessage
+		// spoil breaks job "bad", added with priority 10 at sched.
+		spoil func(tx kv.Tx, sched int64)
+		log   string
+	}{
+		{"copy in the entry", nil, func(tx kv.Tx, sched int64) {
+			tx.Set(trJobKey("email", "bad"), []byte{0x01, 0x02, 0x99})
+			tx.Set(root.MustPack(tuple.Tuple{2, "email", -10, sched, "bad"}), []byte{0x01, 0x02, 0x99})
+		}, "bad"},
+		{"record", big, func(tx kv.Tx, _ int64) {
+			tx.Set(trJobKey("email", "bad"), []byte("{not json"))
+		}, "bad"},
+		{"entry", nil, func(tx kv.Tx, sched int64) {
+			tx.Clear(root.MustPack(tuple.Tuple{2, "email", -10, sched, "bad"}))
+			tx.Set(root.MustPack(tuple.Tuple{2, "email", -10, "not a time", "bad"}), nil)
+		}, "malformed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var log strings.Builder
+			q, c := newLoggedQueue(t, slog.New(slog.NewTextHandler(&log, nil)))
+			bad := addJob(t, q, fdbq.NewJob{ID: "bad", Priority: 10, Data: tc.data})
+			addJob(t, q, fdbq.NewJob{ID: "good1", Priority: 5, Data: tc.data})
+			addJob(t, q, fdbq.NewJob{ID: "good2", Data: tc.data})
+			if err := q.DB().Transact(context.Background(), func(tx kv.Tx) error {
+				tc.spoil(tx, bad.ScheduledAt.UnixMilli())
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if got := leaseIDsOf(acceptNoWait(t, q, fdbq.AcceptOptions{Max: 3})); !slices.Equal(got, []string{"good1", "good2"}) {
+				t.Fatalf("accepted %v, want [good1 good2]", got)
+			}
+			if n := strings.Count(log.String(), "\n"); n != 1 || !strings.Contains(log.String(), tc.log) {
+				t.Fatalf("logged %d lines, want one naming %q:\n%s", n, tc.log, log.String())
+			}
+			if got := acceptNoWait(t, q, fdbq.AcceptOptions{Max: 3}); len(got) != 0 {
+				t.Fatalf("accepted %v with only the bad job pending", leaseIDsOf(got))
+			}
+			c.Advance(time.Second)
+			addJob(t, q, fdbq.NewJob{ID: "good3", Data: tc.data})
+			if got := leaseIDsOf(acceptNoWait(t, q, fdbq.AcceptOptions{Max: 1, Window: 1})); !slices.Equal(got, []string{"good3"}) {
+				t.Fatalf("strict accept took %v, want [good3]", got)
+			}
+			if n := strings.Count(log.String(), "\n"); n != 1 {
+				t.Fatalf("logged %d lines, want the bad job once:\n%s", n, log.String())
+			}
+		})
 	}
 }
 

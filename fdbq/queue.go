@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/jobstage/jobstage/kv"
@@ -22,6 +23,10 @@ type Options struct {
 	Prefix []byte
 	// Now is the clock (default time.Now); tests inject their own.
 	Now func() time.Time
+	// Logger gets what the queue reports on its own, such as a pending
+	// job that Accept skips because its record does not decode. Default:
+	// slog.Default() at the time of each message.
+	Logger *slog.Logger
 }
 
 // Queue is the jobs layer over a kv store. Its operations that take a
@@ -32,6 +37,9 @@ type Queue struct {
 	db  *kv.DB
 	k   keys
 	now func() time.Time
+	log *slog.Logger
+	// unreadable holds the pending entries Accept found it cannot take.
+	unreadable unreadableJobs
 }
 
 // New returns a Queue over db.
@@ -44,7 +52,15 @@ func New(db *kv.DB, opts Options) *Queue {
 	if now == nil {
 		now = time.Now
 	}
-	return &Queue{db: db, k: newKeys(tuple.FromBytes(prefix)), now: now}
+	return &Queue{db: db, k: newKeys(tuple.FromBytes(prefix)), now: now, log: opts.Logger}
+}
+
+// logger is Options.Logger, or the default logger.
+func (q *Queue) logger() *slog.Logger {
+	if q.log != nil {
+		return q.log
+	}
+	return slog.Default()
 }
 
 // DB returns the store the queue runs on.
