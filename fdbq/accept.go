@@ -733,7 +733,13 @@ func (q *Queue) moveEntries(ctx context.Context, typ string, promote, demote boo
 	return kv.Transact(ctx, q.db, func(tx kv.Tx) (int, error) {
 		now := q.nowMs()
 		snap := tx.Snapshot()
-		limit := scheduledWindow(window) + q.unreadable.count(typ)
+		known := q.unreadable.count(typ)
+		limit := scheduledWindow(window) + known
+		// An entry known to be unreadable stays where it is, so that it
+		// is known under its key.
+		skip := func(e kv.KeyValue) bool {
+			return known > 0 && q.unreadable.known(typ, e.Key, e.Value, q.now())
+		}
 		if promote {
 			kvs, err := snap.GetRange(rangeUpTo(q.k.scheduledType(typ), now), kv.RangeOptions{Limit: limit})
 			if err != nil {
@@ -741,7 +747,7 @@ func (q *Queue) moveEntries(ctx context.Context, typ string, promote, demote boo
 			}
 			for _, e := range kvs {
 				neg, sched, id, err := q.parseScheduled(typ, e.Key)
-				if err != nil {
+				if err != nil || skip(e) {
 					continue
 				}
 				tx.AddReadConflictKey(q.k.job(typ, id))
@@ -757,7 +763,7 @@ func (q *Queue) moveEntries(ctx context.Context, typ string, promote, demote boo
 			}
 			for _, e := range kvs {
 				neg, sched, id, err := q.parsePending(typ, e.Key)
-				if err != nil || sched <= now {
+				if err != nil || sched <= now || skip(e) {
 					continue
 				}
 				tx.AddReadConflictKey(q.k.job(typ, id))

@@ -111,26 +111,36 @@ func TestAcceptSkipsCorruptPendingJobs(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		data json.RawMessage
-		// spoil breaks job "bad", added with priority 10 at sched.
+		// spoil breaks job "bad", added with priority 10 at sched, later
+		// than now by later.
 		spoil func(tx kv.Tx, sched int64)
 		log   string
+		later time.Duration
 	}{
 		{"copy in the entry", nil, func(tx kv.Tx, sched int64) {
 			tx.Set(trJobKey("email", "bad"), []byte{0x01, 0x02, 0x99})
 			tx.Set(root.MustPack(tuple.Tuple{2, "email", -10, sched, "bad"}), []byte{0x01, 0x02, 0x99})
-		}, "bad"},
+		}, "bad", 0},
+		{"copy in a scheduled entry", nil, func(tx kv.Tx, sched int64) {
+			tx.Set(trJobKey("email", "bad"), []byte{0x01, 0x02, 0x99})
+			tx.Set(root.MustPack(tuple.Tuple{11, "email", sched, -10, "bad"}), []byte{0x01, 0x02, 0x99})
+		}, "bad", time.Minute},
 		{"record", big, func(tx kv.Tx, _ int64) {
 			tx.Set(trJobKey("email", "bad"), []byte("{not json"))
-		}, "bad"},
+		}, "bad", 0},
 		{"entry", nil, func(tx kv.Tx, sched int64) {
 			tx.Clear(root.MustPack(tuple.Tuple{2, "email", -10, sched, "bad"}))
 			tx.Set(root.MustPack(tuple.Tuple{2, "email", -10, "not a time", "bad"}), nil)
-		}, "malformed"},
+		}, "malformed", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var log strings.Builder
 			q, c := newLoggedQueue(t, slog.New(slog.NewTextHandler(&log, nil)))
-			bad := addJob(t, q, fdbq.NewJob{ID: "bad", Priority: 10, Data: tc.data})
+			var at time.Time
+			if tc.later > 0 {
+				at = c.Now().Add(tc.later)
+			}
+			bad := addJob(t, q, fdbq.NewJob{ID: "bad", Priority: 10, Data: tc.data, ScheduledAt: at})
 			addJob(t, q, fdbq.NewJob{ID: "good1", Priority: 5, Data: tc.data})
 			addJob(t, q, fdbq.NewJob{ID: "good2", Data: tc.data})
 			if err := q.DB().Transact(context.Background(), func(tx kv.Tx) error {
@@ -139,6 +149,7 @@ func TestAcceptSkipsCorruptPendingJobs(t *testing.T) {
 			}); err != nil {
 				t.Fatal(err)
 			}
+			c.Advance(tc.later)
 			if got := leaseIDsOf(acceptNoWait(t, q, fdbq.AcceptOptions{Max: 3})); !slices.Equal(got, []string{"good1", "good2"}) {
 				t.Fatalf("accepted %v, want [good1 good2]", got)
 			}
