@@ -92,7 +92,9 @@
 // key with the same copy of the record. Versions before the scheduled
 // index kept every pending job in (P, 2); Accept moves the entries there
 // that are not due to the scheduled index as it meets them, so a store
-// they wrote is used as it is, with no migration.
+// they wrote is used as it is, with no migration. They must not run
+// alongside this one, though: they know nothing of the scheduled index,
+// and would leave its entry behind when they change a job indexed there.
 //
 // couch_jobs finds stale jobs by versionstamps (an activity index keyed by
 // the versionstamp of each job's last update, compared after a timeout
