@@ -312,14 +312,16 @@ func TestAcceptPromotesDueBacklog(t *testing.T) {
 
 // Jobs scheduled a little ahead come due in the scheduled index while 32
 // workers take others: accepts take them from it and move them to the
-// ready index as they do, and each job still runs once.
+// ready index as they do, and each job still runs once. 2,000 jobs (200
+// under -short): a batch of 1000 comes due faster than the workers take
+// it, so accepts move jobs.
 func TestConcurrentAcceptScheduled(t *testing.T) {
 	db := openDisk(t, t.TempDir())
 	q := fdbq.New(db, fdbq.Options{})
 	if err := q.SetType(context.Background(), db, concType, concSettings()); err != nil {
 		t.Fatal(err)
 	}
-	r := concRun{jobs: concJobs() / 5, workers: 32, max: 16, addBatch: 1000, scheduled: 300 * time.Millisecond}
+	r := concRun{jobs: concJobs() / 25, workers: 32, max: 16, addBatch: 1000, scheduled: 300 * time.Millisecond}
 	start := time.Now()
 	led := runConcurrent(t, q, r)
 	logStats(t, db, r.jobs, time.Since(start))
@@ -335,7 +337,7 @@ func TestConcurrentAcceptScheduledFaults(t *testing.T) {
 	if err := q.SetType(context.Background(), db, concType, concSettings()); err != nil {
 		t.Fatal(err)
 	}
-	r := concRun{jobs: concJobs() / 5, workers: 32, max: 16, addBatch: 250, groups: 4, scheduled: 300 * time.Millisecond}
+	r := concRun{jobs: concJobs() / 25, workers: 32, max: 16, addBatch: 250, groups: 4, scheduled: 300 * time.Millisecond}
 	start := time.Now()
 	led := runConcurrent(t, q, r)
 	logStats(t, db, r.jobs, time.Since(start))
