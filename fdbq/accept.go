@@ -1,16 +1,21 @@
 package fdbq
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"math/rand/v2"
+	"slices"
+	"sort"
 	"sync"
 	"time"
 
 	"github.com/jobstage/jobstage/kv"
+	"github.com/jobstage/jobstage/kv/tuple"
 )
 
 // Lease is a job accepted by a worker: the job as it was when accepted,
@@ -157,6 +162,12 @@ type acceptResult struct {
 	// groupWake, set instead of watch when every due job was held by
 	// other accepts of the group, is closed when one of them lets go.
 	groupWake <-chan struct{}
+	// promote and demote say what moveEntries has to move (see
+	// acceptWindowRead).
+	promote, demote bool
+	// again: a job picked could not be taken, and the accept should look
+	// again rather than wait, now that it passes over that job.
+	again bool
 }
 
 // Accept takes up to o.Max due jobs of a type, highest priority first and
@@ -181,6 +192,7 @@ func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lea
 		deadline = t.C
 	}
 	var rewatch watchRetry
+	lookAgain := 8
 	for {
 		// The lock and the claim key are made outside the transaction: if
 		// a commit's result is unknown, the retry finds the claim and
@@ -209,8 +221,29 @@ func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lea
 		if err != nil {
 			return nil, err
 		}
-		if len(res.leases) > 0 || !wait {
+		demoted := 0
+		if res.promote || res.demote {
+			// The accept has committed: a move that fails takes nothing
+			// from it, and the next accept moves again.
+			demoted, _ = q.moveEntries(ctx, typ, res.promote, res.demote, o.Window)
+		}
+		if len(res.leases) > 0 {
 			return res.leases, nil
+		}
+		if demoted > 0 || (res.again && lookAgain > 0) {
+			// Jobs that were in the way are out of it: look again at once.
+			// (A look that finds more jobs it cannot take is bounded: the
+			// queue remembers only so many of them.)
+			if res.again {
+				lookAgain--
+			}
+			if res.watch != nil {
+				res.watch.Cancel()
+			}
+			continue
+		}
+		if !wait {
+			return nil, nil
 		}
 		if res.groupWake != nil {
 			// Every due job is held by another accept of the group, which
@@ -301,86 +334,162 @@ func (q *Queue) acceptTx(tx kv.Tx, typ string, o AcceptOptions, lock string, cla
 	if !o.MaxScheduledAt.IsZero() {
 		maxSched = o.MaxScheduledAt.UnixMilli()
 	}
-	cands, next, err := q.dueWindow(tx.Snapshot(), typ, maxSched, o.Window)
+	snap := tx.Snapshot()
+	w, err := q.acceptWindow(snap, typ, now, maxSched, o.Window)
 	if err != nil {
 		return nil, err
+	}
+	res.promote, res.demote = w.promote, w.demote
+	// Pick Max at random from the window, then keep index order among the
+	// picked ones. Only the picked jobs get read conflicts, so acceptors
+	// conflict only when they pick the same job. A picked job that cannot
+	// be taken (its record does not decode) is passed over, and another
+	// is picked in its place from the candidates not tried yet.
+	left := w.cands
+	var keys [][]byte
+	ids := make([]string, 0, o.Max)
+	for len(res.leases) < o.Max && len(left) > 0 {
+		cands, need := left[:min(len(left), o.Window)], o.Max-len(res.leases)
+		if o.Group != nil {
+			var wake <-chan struct{}
+			cands, *held, wake = o.Group.pick(typ, cands, need, *held)
+			if len(cands) == 0 {
+				if wait && len(res.leases) == 0 {
+					res.groupWake = wake
+				}
+				break
+			}
+		} else if len(cands) > need {
+			cands = pick(cands, need)
+		}
+		skipped := 0
+		for _, c := range cands {
+			l, err := q.take(tx, typ, c, lock, now, s)
+			if err != nil {
+				if !errors.Is(err, errUnreadable) {
+					return nil, err
+				}
+				skipped++
+				continue
+			}
+			if l == nil {
+				continue
+			}
+			res.leases = append(res.leases, l)
+			keys = append(keys, c.key)
+			ids = append(ids, c.id)
+		}
+		if skipped == 0 {
+			break
+		}
+		res.again = true
+		tried := make(map[string]bool, len(cands))
+		for _, c := range cands {
+			tried[c.id] = true
+		}
+		left = slices.DeleteFunc(slices.Clone(left), func(c candidate) bool { return tried[c.id] })
+	}
+	if res.again && len(res.leases) > 1 {
+		// Replacements were picked after the first picks: back to index
+		// order.
+		sort.Sort(byKey{keys, res.leases})
+	}
+	if len(ids) > 0 {
+		b, _ := json.Marshal(ids)
+		tx.Set(claimKey, b)
+	}
+	if len(res.leases) > 0 || !wait || res.groupWake != nil {
+		return res, nil
 	}
 	if o.MaxScheduledAt.IsZero() {
 		// Only a bound that moves with the clock reaches a job later. A
 		// job after a bound that was set never becomes acceptable to
 		// this accept, and a timer for it would fire, find it still out
 		// of reach and, once its time had passed, fire again at once.
-		res.next = next
-	}
-	if len(cands) == 0 {
-		if wait {
-			res.watch = tx.Watch(q.k.watch(typ))
-		}
-		return res, nil
-	}
-	// Pick Max at random from the window, then keep index order among the
-	// picked ones. Only the picked jobs get read conflicts, so acceptors
-	// conflict only when they pick the same job.
-	if o.Group != nil {
-		var wake <-chan struct{}
-		cands, *held, wake = o.Group.pick(typ, cands, o.Max, *held)
-		if len(cands) == 0 {
-			if wait {
-				res.groupWake = wake
-			}
-			return res, nil
-		}
-	} else if len(cands) > o.Max {
-		cands = pick(cands, o.Max)
-	}
-	ids := make([]string, 0, len(cands))
-	for _, c := range cands {
-		// The read conflict is on the job's record, not on its pending
-		// entry: every change to a job rewrites (or clears) the record,
-		// and the entry changes only with it, so a conflict on the entry
-		// as well would catch nothing more.
-		var rec *record
-		var err error
-		if len(c.record) > 0 {
-			// The entry's copy is the record as of this snapshot (both are
-			// written together); a read conflict on the record key makes
-			// any later change to it fail this commit, as reading it would.
-			tx.AddReadConflictKey(q.k.job(typ, c.id))
-			rec, err = decodeRecord(c.record, typ, c.id)
-		} else {
-			rec, err = q.load(tx, typ, c.id)
-		}
+		next, err := q.nextScheduled(snap, typ, now)
 		if err != nil {
 			return nil, err
 		}
-		if rec == nil || rec.State != Pending {
-			// The index and the record change together, so this is a
-			// record written after our snapshot; the read conflict on it
-			// makes the commit fail and the retry see the truth.
-			continue
-		}
-		next := *rec
-		next.State = Running
-		next.Lock = lock
-		next.Attempts++
-		next.StartedAt, next.HeartbeatAt = now, now
-		next.ExpiresAt = now + s.ActivityTimeout.Milliseconds()
-		next.renew = true
-		next.Error = ""
-		// A new lock: an exit recorded by an earlier lock must not let that
-		// lock's late retries pass as idempotent replays.
-		next.LastLock = ""
-		if err := q.put(tx, typ, c.id, rec, &next); err != nil {
+		res.next = earliest(w.next, next)
+	}
+	res.watch = tx.Watch(q.k.watch(typ))
+	return res, nil
+}
+
+// errUnreadable marks a pending job that an accept cannot take: its
+// record, or the copy of it in its entry, does not decode, or it cannot be
+// stored again.
+var errUnreadable = errors.New("fdbq: pending job cannot be taken")
+
+// take makes candidate c running under lock, or returns nil when its
+// record is no longer pending, or an error wrapping errUnreadable when it
+// cannot be taken.
+func (q *Queue) take(tx kv.Tx, typ string, c candidate, lock string, now int64, s TypeSettings) (*Lease, error) {
+	// The read conflicts are on the job's record, which changes whenever
+	// the job does, and on the entry the job was found under, which an
+	// accept's move to the other index clears without rewriting the
+	// record.
+	jobKey := q.k.job(typ, c.id)
+	var rec *record
+	var err error
+	if len(c.record) > 0 {
+		// The entry's copy is the record as of this snapshot (both are
+		// written together); a read conflict on the record key makes any
+		// later change to it fail this commit, as reading it would.
+		tx.AddReadConflictKey(jobKey)
+		rec, err = decodeRecord(c.record, typ, c.id)
+	} else {
+		var b []byte
+		if b, err = tx.Get(jobKey); err != nil {
 			return nil, err
 		}
-		res.leases = append(res.leases, &Lease{Job: *next.job(typ, c.id), Lock: lock})
-		ids = append(ids, c.id)
+		if b != nil {
+			rec, err = decodeRecord(b, typ, c.id)
+		}
 	}
-	if len(ids) > 0 {
-		b, _ := json.Marshal(ids)
-		tx.Set(claimKey, b)
+	tx.AddReadConflictKey(c.entry)
+	if err != nil {
+		return nil, q.unreadableJob(typ, c.entry, c.record, err)
 	}
-	return res, nil
+	if rec == nil || rec.State != Pending {
+		// The index and the record change together, so this is a record
+		// written after our snapshot; the read conflict on it makes the
+		// commit fail and the retry see the truth.
+		return nil, nil
+	}
+	next := *rec
+	next.State = Running
+	next.Lock = lock
+	next.Attempts++
+	next.StartedAt, next.HeartbeatAt = now, now
+	next.ExpiresAt = now + s.ActivityTimeout.Milliseconds()
+	next.renew = true
+	next.Error = ""
+	// A new lock: an exit recorded by an earlier lock must not let that
+	// lock's late retries pass as idempotent replays.
+	next.LastLock = ""
+	// putFrom encodes the record before it writes anything, so a record
+	// it refuses leaves the transaction as it was.
+	if err := q.putFrom(tx, typ, c.id, rec, &next, c.entry); err != nil {
+		if !jobProblem(err) {
+			return nil, err // the store's (a read version it could not get)
+		}
+		return nil, q.unreadableJob(typ, c.entry, c.record, err)
+	}
+	return &Lease{Job: *next.job(typ, c.id), Lock: lock}, nil
+}
+
+// byKey sorts leases by the keys of their candidates.
+type byKey struct {
+	keys   [][]byte
+	leases []*Lease
+}
+
+func (b byKey) Len() int           { return len(b.keys) }
+func (b byKey) Less(i, j int) bool { return bytes.Compare(b.keys[i], b.keys[j]) < 0 }
+func (b byKey) Swap(i, j int) {
+	b.keys[i], b.keys[j] = b.keys[j], b.keys[i]
+	b.leases[i], b.leases[j] = b.leases[j], b.leases[i]
 }
 
 // reclaim returns the jobs an earlier attempt of this accept took, when
@@ -441,93 +550,347 @@ func sample(out, band []candidate, k int) []candidate {
 }
 
 type candidate struct {
+	// key is the job's key in the ready index, where it is, or would be:
+	// candidates are ordered by it.
 	key      []byte
 	priority int
 	sched    int64
 	id       string
 	record   []byte // the record's copy in the entry; empty if not copied
+	// entry is the key the job was read under, in the ready or the
+	// scheduled index.
+	entry []byte
 }
 
-// parsePending reads a pending entry's key: the fast path of keys, or the
-// tuple layer for a key it does not read (which it then checks).
+// parsePending reads a ready index entry's key: the fast path of keys, or
+// the tuple layer for a key it does not read (which it then checks).
 func (q *Queue) parsePending(typ string, key []byte) (negPriority, schedMs int64, id string, err error) {
 	if n, s, id, ok := q.k.parsePending(typ, key); ok {
 		return n, s, id, nil
 	}
-	t, err := q.k.pendingType(typ).Unpack(key)
+	n, s, id, err := parseEntryTuple(q.k.pendingType(typ), key)
+	return n, s, id, err
+}
+
+// parseScheduled is parsePending for a scheduled index entry's key.
+func (q *Queue) parseScheduled(typ string, key []byte) (negPriority, schedMs int64, id string, err error) {
+	if n, s, id, ok := q.k.parseScheduled(typ, key); ok {
+		return n, s, id, nil
+	}
+	s, n, id, err := parseEntryTuple(q.k.scheduledType(typ), key)
+	return n, s, id, err
+}
+
+// parseEntryTuple reads (sub…, a, b, id) with the tuple layer.
+func parseEntryTuple(sub tuple.Subspace, key []byte) (a, b int64, id string, err error) {
+	t, err := sub.Unpack(key)
 	if err != nil {
 		return 0, 0, "", err
 	}
 	if len(t) == 3 {
-		n, ok1 := t[0].(int64)
-		s, ok2 := t[1].(int64)
+		a, ok1 := t[0].(int64)
+		b, ok2 := t[1].(int64)
 		id, ok3 := t[2].(string)
 		if ok1 && ok2 && ok3 {
-			return n, s, id, nil
+			return a, b, id, nil
 		}
 	}
 	return 0, 0, "", fmt.Errorf("fdbq: malformed pending entry %q", key)
 }
 
-// dueWindow reads, without conflicts, up to window due pending entries in
-// index order (priority bands from the highest, each by scheduled time),
-// and the earliest scheduled time of the entries not yet due.
-func (q *Queue) dueWindow(snap kv.ReadTx, typ string, maxSched int64, window int) ([]candidate, int64, error) {
-	sub := q.k.pendingType(typ)
-	all := sub.Range()
-	begin := all.Begin
-	var out []candidate
-	var next int64
-	for len(out) < window {
-		// The first entry at or after begin names the next priority band.
-		first, err := snap.GetRange(kv.Range{Begin: begin, End: all.End}, kv.RangeOptions{Limit: 1})
-		if err != nil || len(first) == 0 {
-			return out, next, err
+// acceptWindowRead is what an accept read of a type's two indexes.
+type acceptWindowRead struct {
+	// cands are the jobs the accept may take, in ready index order.
+	cands []candidate
+	// next is the earliest scheduled time after now among the ready
+	// index's entries read (0: none).
+	next int64
+	// promote: the scheduled index has at least as many due entries as
+	// the accept read of it.
+	promote bool
+	// demote: the ready index's entries read include some not yet due.
+	demote bool
+}
+
+// scheduledWindow is how many of the scheduled index's due entries an
+// accept with the given window reads, and a move promotes.
+func scheduledWindow(window int) int { return max(window, DefaultWindow) }
+
+// acceptWindow reads, without conflicts, the jobs an accept may take: the
+// first window entries of the ready index (the jobs that were due when
+// indexed, by priority) that are scheduled by maxSched, merged with the
+// first entries of the scheduled index (by scheduled time) that are due by
+// now or scheduled by maxSched. A fixed number of range reads, each of a
+// bounded number of keys, however many priorities and scheduled times the
+// type's jobs have. Entries known to be unreadable are passed over, and
+// each read takes as many more keys as there are of them.
+func (q *Queue) acceptWindow(snap kv.ReadTx, typ string, now, maxSched int64, window int) (*acceptWindowRead, error) {
+	w := &acceptWindowRead{}
+	known := q.unreadable.count(typ)
+	ready := q.k.pendingType(typ).Range()
+	kvs, err := snap.GetRange(ready, kv.RangeOptions{Limit: window + known})
+	if err != nil {
+		return nil, err
+	}
+	if known > 0 {
+		q.unreadable.prune(typ, ready, kvs, window+known)
+	}
+	for _, e := range kvs {
+		if known > 0 && q.unreadable.known(typ, e.Key, e.Value, q.now()) {
+			continue
 		}
-		neg, sched, _, err := q.parsePending(typ, first[0].Key)
+		neg, sched, id, err := q.parsePending(typ, e.Key)
 		if err != nil {
-			return nil, 0, err
+			_ = q.unreadableJob(typ, e.Key, e.Value, err)
+			continue
 		}
-		band := q.k.pendingBand(typ, int(-neg))
-		if sched <= maxSched {
-			// The band's due entries start at first: reading from there,
-			// not from the band's start, does not step a second time over
-			// what the first read stepped over (on an LSM store, the
-			// tombstones of the jobs already taken).
-			due := rangeUpTo(band, maxSched)
-			due.Begin = first[0].Key
-			kvs, err := snap.GetRange(due, kv.RangeOptions{Limit: window - len(out)})
+		if sched > now {
+			// Indexed as due by a clock ahead of this one, or by a
+			// version that kept every pending job in this index.
+			w.demote = true
+			w.next = earliest(w.next, sched)
+		}
+		if sched > maxSched {
+			continue
+		}
+		w.cands = append(w.cands, candidate{key: e.Key, priority: int(-neg), sched: sched, id: id, record: e.Value, entry: e.Key})
+	}
+	limit := scheduledWindow(window) + known
+	due := rangeUpTo(q.k.scheduledType(typ), max(now, maxSched))
+	if kvs, err = snap.GetRange(due, kv.RangeOptions{Limit: limit}); err != nil {
+		return nil, err
+	}
+	if known > 0 {
+		q.unreadable.prune(typ, due, kvs, limit)
+	}
+	merged := false
+	for _, e := range kvs {
+		if known > 0 && q.unreadable.known(typ, e.Key, e.Value, q.now()) {
+			continue
+		}
+		neg, sched, id, err := q.parseScheduled(typ, e.Key)
+		if err != nil {
+			_ = q.unreadableJob(typ, e.Key, e.Value, err)
+			continue
+		}
+		if sched > maxSched {
+			continue
+		}
+		key := q.k.pending(typ, int(-neg), sched, id)
+		w.cands = append(w.cands, candidate{key: key, priority: int(-neg), sched: sched, id: id, record: e.Value, entry: e.Key})
+		merged = true
+	}
+	if len(kvs) == limit {
+		if _, sched, _, err := q.parseScheduled(typ, kvs[len(kvs)-1].Key); err == nil && sched <= now {
+			w.promote = true
+		}
+	}
+	if merged {
+		slices.SortStableFunc(w.cands, func(a, b candidate) int { return bytes.Compare(a.key, b.key) })
+	}
+	return w, nil
+}
+
+// nextScheduled returns the scheduled time of the type's earliest entry in
+// the scheduled index that is not due by now (0: none).
+func (q *Queue) nextScheduled(snap kv.ReadTx, typ string, now int64) (int64, error) {
+	sub := q.k.scheduledType(typ)
+	r := kv.Range{Begin: rangeUpTo(sub, now).End, End: sub.Range().End}
+	kvs, err := snap.GetRange(r, kv.RangeOptions{Limit: 1 + q.unreadable.count(typ)})
+	if err != nil {
+		return 0, err
+	}
+	for _, e := range kvs {
+		if _, sched, _, err := q.parseScheduled(typ, e.Key); err == nil {
+			return sched, nil
+		}
+	}
+	return 0, nil
+}
+
+// earliest is the earlier of two scheduled times, 0 being none.
+func earliest(a, b int64) int64 {
+	if a == 0 || (b != 0 && b < a) {
+		return b
+	}
+	return a
+}
+
+// moveEntries puts the entries an accept found in the wrong index into the
+// right one, in a transaction of its own: with promote, the first of the
+// scheduled index's entries that are now due go to the ready index; with
+// demote, the entries among the ready index's first that are not due yet
+// go to the scheduled index. It returns how many it demoted.
+//
+// A move rewrites the entry, with its copy of the record, under its other
+// key, and leaves the record as it is. The entry was read in this
+// transaction's snapshot, so the record was then pending under it (they
+// change together); a read conflict on the record fails the move if the
+// job changed since, and the retry reads the entry again. Two moves of one
+// entry write the same keys and need not conflict; an accept that takes a
+// job has a read conflict on the entry it took, and fails if the entry
+// moved in between. The entries moved are the first of their index, so
+// the deletions they leave are where a store like Pebble, which steps over
+// deleted keys until it compacts them, starts its scans and can skip them
+// (the embedded store's skip cache).
+func (q *Queue) moveEntries(ctx context.Context, typ string, promote, demote bool, window int) (int, error) {
+	return kv.Transact(ctx, q.db, func(tx kv.Tx) (int, error) {
+		now := q.nowMs()
+		snap := tx.Snapshot()
+		known := q.unreadable.count(typ)
+		limit := scheduledWindow(window) + known
+		// An entry known to be unreadable stays where it is, so that it
+		// is known under its key.
+		skip := func(e kv.KeyValue) bool {
+			return known > 0 && q.unreadable.known(typ, e.Key, e.Value, q.now())
+		}
+		if promote {
+			kvs, err := snap.GetRange(rangeUpTo(q.k.scheduledType(typ), now), kv.RangeOptions{Limit: limit})
 			if err != nil {
-				return nil, 0, err
+				return 0, err
 			}
 			for _, e := range kvs {
-				_, s, id, err := q.parsePending(typ, e.Key)
-				if err != nil {
-					return nil, 0, err
+				neg, sched, id, err := q.parseScheduled(typ, e.Key)
+				if err != nil || skip(e) {
+					continue
 				}
-				out = append(out, candidate{key: e.Key, priority: int(-neg), sched: s, id: id, record: e.Value})
+				tx.AddReadConflictKey(q.k.job(typ, id))
+				tx.Clear(e.Key)
+				tx.Set(q.k.pending(typ, int(-neg), sched, id), e.Value)
 			}
-			// The band's first entry past the window, if not due, sets the
-			// timer; reading it costs one more key.
-			if len(out) < window {
-				rest, err := snap.GetRange(kv.Range{Begin: rangeUpTo(band, maxSched).End, End: band.Range().End}, kv.RangeOptions{Limit: 1})
-				if err != nil {
-					return nil, 0, err
-				}
-				if len(rest) == 1 {
-					_, s, _, err := q.parsePending(typ, rest[0].Key)
-					if err != nil {
-						return nil, 0, err
-					}
-					if next == 0 || s < next {
-						next = s
-					}
-				}
-			}
-		} else if next == 0 || sched < next {
-			next = sched
 		}
-		begin = band.Range().End
+		demoted := 0
+		if demote {
+			kvs, err := snap.GetRange(q.k.pendingType(typ).Range(), kv.RangeOptions{Limit: limit})
+			if err != nil {
+				return 0, err
+			}
+			for _, e := range kvs {
+				neg, sched, id, err := q.parsePending(typ, e.Key)
+				if err != nil || sched <= now || skip(e) {
+					continue
+				}
+				tx.AddReadConflictKey(q.k.job(typ, id))
+				tx.Clear(e.Key)
+				tx.Set(q.k.scheduled(typ, int(-neg), sched, id), e.Value)
+				demoted++
+			}
+		}
+		return demoted, nil
+	})
+}
+
+// unreadableJob records a pending entry an accept cannot take, logs it the
+// first time, and returns err marked as errUnreadable.
+func (q *Queue) unreadableJob(typ string, key, value []byte, err error) error {
+	if q.unreadable.add(typ, key, value, q.now()) {
+		q.logger().Warn("fdbq: accept skips a pending job it cannot take; the job stays pending",
+			"type", typ, "entry", fmt.Sprintf("%q", key), "err", err)
 	}
-	return out, next, nil
+	return fmt.Errorf("%w: %w", errUnreadable, err)
+}
+
+// unreadableJobs remembers the pending entries that accepts found they
+// cannot take, each with a hash of its value and when it was found, so
+// that each is logged once and later accepts pass over it without giving
+// it a place of their window. An entry whose value changed is tried again,
+// and so, after unreadableRetry, is one without a copy of its record,
+// since the record, stored apart, may have been mended.
+type unreadableJobs struct {
+	mu     sync.Mutex
+	byType map[string]map[string]unreadableEntry
+	n      int
+}
+
+type unreadableEntry struct {
+	hash  uint64
+	found time.Time
+}
+
+// maxUnreadable bounds what unreadableJobs holds; beyond it, it starts
+// afresh (and logs again what it meets again).
+const maxUnreadable = 1024
+
+// unreadableRetry is how long an entry without a copy is passed over.
+const unreadableRetry = time.Minute
+
+func hashValue(v []byte) uint64 {
+	h := fnv.New64a()
+	h.Write(v)
+	return h.Sum64()
+}
+
+// count is how many entries of typ are known.
+func (u *unreadableJobs) count(typ string) int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.byType[typ])
+}
+
+// known says whether an accept passes over the entry key with value.
+func (u *unreadableJobs) known(typ string, key, value []byte, now time.Time) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	m := u.byType[typ]
+	if len(m) == 0 {
+		return false
+	}
+	e, ok := m[string(key)]
+	if !ok || e.hash != hashValue(value) {
+		return false
+	}
+	return len(value) > 0 || now.Sub(e.found) < unreadableRetry
+}
+
+// add records the entry key with value and reports whether it is new (or
+// its value changed).
+func (u *unreadableJobs) add(typ string, key, value []byte, now time.Time) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	h := hashValue(value)
+	if e, ok := u.byType[typ][string(key)]; ok && e.hash == h {
+		u.byType[typ][string(key)] = unreadableEntry{h, now}
+		return false
+	}
+	if u.n >= maxUnreadable {
+		u.byType, u.n = nil, 0
+	}
+	if u.byType == nil {
+		u.byType = map[string]map[string]unreadableEntry{}
+	}
+	m := u.byType[typ]
+	if m == nil {
+		m = map[string]unreadableEntry{}
+		u.byType[typ] = m
+	}
+	if _, ok := m[string(key)]; !ok {
+		u.n++
+	}
+	m[string(key)] = unreadableEntry{h, now}
+	return true
+}
+
+// prune forgets the known entries of typ in r that a read of r with limit
+// returned kvs, and so shows gone.
+func (u *unreadableJobs) prune(typ string, r kv.Range, kvs []kv.KeyValue, limit int) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	m := u.byType[typ]
+	if len(m) == 0 {
+		return
+	}
+	end := r.End
+	if len(kvs) == limit && limit > 0 {
+		end = kv.KeyAfter(kvs[len(kvs)-1].Key)
+	}
+	for k := range m {
+		if k < string(r.Begin) || k >= string(end) {
+			continue
+		}
+		i := sort.Search(len(kvs), func(i int) bool { return string(kvs[i].Key) >= k })
+		if i == len(kvs) || string(kvs[i].Key) != k {
+			delete(m, k)
+			u.n--
+		}
+	}
 }

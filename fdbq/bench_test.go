@@ -199,3 +199,45 @@ func BenchmarkAcceptConflicts(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAcceptManyPriorities measures one accept of one job when
+// 10,000 jobs not yet due wait at 10,000 priorities of their own, all
+// above the due ones (b.N of them, at priority 0): what an accept reads
+// must not grow with the number of priorities or scheduled times. It
+// reports the store reads of each accept: point reads, range reads and
+// the keys those returned.
+func BenchmarkAcceptManyPriorities(b *testing.B) {
+	q := benchQueue(b)
+	ctx := context.Background()
+	const priorities = 10_000
+	now := time.Now()
+	for i := 0; i < priorities; i += 1000 {
+		jobs := make([]fdbq.NewJob, 1000)
+		for j := range jobs {
+			jobs[j] = fdbq.NewJob{Type: benchType, Data: benchData, Priority: i + j + 1, ScheduledAt: now.Add(time.Hour)}
+		}
+		if _, err := q.AddBatch(ctx, q.DB(), jobs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	benchFill(b, q, b.N)
+	cdb, counts := countingDB(q.DB())
+	cq := fdbq.New(cdb, fdbq.Options{})
+	before := statsOf(cdb)
+	b.ResetTimer()
+	for range b.N {
+		ls, err := cq.Accept(ctx, benchType, fdbq.AcceptOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(ls) != 1 || ls[0].Priority != 0 {
+			b.Fatalf("accepted %d jobs, want one due job", len(ls))
+		}
+	}
+	b.StopTimer()
+	report(b, cdb, before, b.N)
+	gets, ranges, keys := counts.snapshot()
+	b.ReportMetric(float64(gets)/float64(b.N), "gets/op")
+	b.ReportMetric(float64(ranges)/float64(b.N), "ranges/op")
+	b.ReportMetric(float64(keys)/float64(b.N), "keys/op")
+}

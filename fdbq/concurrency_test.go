@@ -94,6 +94,10 @@ type concRun struct {
 	// groups > 0 spreads the workers over that many accept groups, as
 	// several processes each running a producer would be.
 	groups int
+	// scheduled > 0 schedules each job up to that long after it is added,
+	// at a random priority, so that jobs come due in the scheduled index
+	// while workers take others.
+	scheduled time.Duration
 }
 
 // runConcurrent adds r.jobs jobs in batches while r.workers workers accept
@@ -122,7 +126,12 @@ func runConcurrent(t *testing.T, q *fdbq.Queue, r concRun) *concLedger {
 		for i := 0; i < r.jobs; i += r.addBatch {
 			batch := make([]fdbq.NewJob, 0, r.addBatch)
 			for j := i; j < min(i+r.addBatch, r.jobs); j++ {
-				batch = append(batch, fdbq.NewJob{Type: concType, ID: concID(j), Data: json.RawMessage(`{"n":` + strconv.Itoa(j) + `}`)})
+				nj := fdbq.NewJob{Type: concType, ID: concID(j), Data: json.RawMessage(`{"n":` + strconv.Itoa(j) + `}`)}
+				if r.scheduled > 0 {
+					nj.ScheduledAt = time.Now().Add(rand.N(r.scheduled))
+					nj.Priority = rand.IntN(2)
+				}
+				batch = append(batch, nj)
 			}
 			if _, err := q.AddBatch(deadline, db, batch); err != nil {
 				errc <- fmt.Errorf("add batch at %d: %w", i, err)

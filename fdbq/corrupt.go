@@ -172,6 +172,7 @@ func (q *Queue) headerEntries(typ, id string, b []byte) []indexEntry {
 	}
 	entries := []indexEntry{
 		{q.k.pending(typ, int(priority), times[1], id), Pending},
+		{q.k.scheduled(typ, int(priority), times[1], id), Pending},
 		{q.k.finished(typ, times[4], id), Finished},
 	}
 	if b[0] == formatBinary1 {
@@ -191,11 +192,13 @@ func (q *Queue) locate(ctx context.Context, typ, id string, b []byte) (*located,
 	for _, ix := range []struct {
 		s   State
 		sub tuple.Subspace
+		n   int // elements of its keys after the prefix
 	}{
-		{Pending, q.k.pendingType(typ)},
-		{Running, q.k.legacyActiveType(typ)},
-		{Running, q.k.activeType(typ)},
-		{Finished, q.k.finishedType(typ)},
+		{Pending, q.k.pendingType(typ), 3},
+		{Pending, q.k.scheduledType(typ), 3},
+		{Running, q.k.legacyActiveType(typ), 2},
+		{Running, q.k.activeType(typ), 3},
+		{Finished, q.k.finishedType(typ), 2},
 	} {
 		s, r := ix.s, ix.sub.Range()
 		for {
@@ -206,7 +209,7 @@ func (q *Queue) locate(ctx context.Context, typ, id string, b []byte) (*located,
 				return nil, err
 			}
 			for _, e := range kvs {
-				if got, ok := q.entryID(typ, s, e.Key); ok && got == id {
+				if got, ok := entryIDIn(ix.sub, ix.n, e.Key); ok && got == id {
 					loc.key, loc.state = e.Key, s
 					return loc, nil
 				}

@@ -59,9 +59,10 @@
 //	                                      added/scheduled/started/heartbeat/finished/expires times), in
 //	                                      a binary form whose first byte names the format (codec.go;
 //	                                      0x01 now; records written as JSON before it, '{', still read)
-//	(P, 2, type, -priority, sched_ms, id) pending index: highest priority first, then earliest;
-//	                                      the value is a copy of the job record when it is at most
-//	                                      2 KB (else empty), so Accept reads no record separately
+//	(P, 2, type, -priority, sched_ms, id) ready index: pending jobs that were due when indexed,
+//	                                      highest priority first, then earliest; the value is a copy
+//	                                      of the job record when it is at most 2 KB (else empty), so
+//	                                      Accept reads no record separately
 //	(P, 3, type)                          int64 LE, atomic add: bumped when a job becomes pending or
 //	                                      the type's settings change; acceptors and the monitor watch it
 //	(P, 4, type)                          int64 LE, atomic add: bumped by every change to a job of
@@ -78,6 +79,10 @@
 //	                                      monitor deletes claims older than ClaimTTL
 //	(P, 10)                               int64 LE, atomic add: bumped when a type is registered or
 //	                                      its settings change; an idle monitor watches it
+//	(P, 11, type, sched_ms, -priority, id)
+//	                                      scheduled index: pending jobs that were not due when
+//	                                      indexed, earliest first, then highest priority; the value
+//	                                      as in the ready index
 //	(P, 12, type, timeout_ms, read_version, id)
 //	                                      ""   running jobs by the activity timeout their last renewal
 //	                                      (Accept, Heartbeat) gave them, then by the read version of that
@@ -87,7 +92,16 @@
 //
 // Every state change goes through one function that rewrites the record
 // and moves its index entry and counters together, so the indexes never
-// disagree with the records.
+// disagree with the records. A pending job's entry is in the ready index
+// if the job was due by the clock of the process that wrote it, else in
+// the scheduled index; only Accept moves an entry from one to the other
+// without a change of the job (see below), rewriting it under its other
+// key with the same copy of the record. Versions before the scheduled
+// index kept every pending job in (P, 2); Accept moves the entries there
+// that are not due to the scheduled index as it meets them, so a store
+// they wrote is used as it is, with no migration. They must not run
+// alongside this one, though: they know nothing of the scheduled index,
+// and would leave its entry behind when they change a job indexed there.
 //
 // # Stale detection
 //
@@ -172,16 +186,57 @@
 //
 // # Accept and contention
 //
-// An acceptor snapshot-reads a window of due pending entries (no read
-// conflicts), picks Max of them at random, and adds a read conflict only
-// on the jobs it takes (couch_jobs' and FoundationDB's queue recipe: here
-// on their records, which change whenever their entries do), so
-// concurrent acceptors conflict only when they pick the same job. Within a
-// window the order is therefore not strict; AcceptOptions.Window = Max
-// makes it strict. With nothing due, Accept watches the type's watch key in
-// the same transaction and, when MaxScheduledAt is zero (the bound is now,
-// and moves), sets a timer for the earliest job not yet due. A bound that
-// is set does not move, so nothing after it can become acceptable: such an
+// An acceptor snapshot-reads (no read conflicts) the first Window entries
+// of the ready index and the first max(Window, DefaultWindow) entries of
+// the scheduled index that are due (or, with a MaxScheduledAt after now,
+// scheduled by it): two range reads of a bounded number of keys, however
+// many priorities and scheduled times the type's jobs have, and a third of
+// one key, the first entry not yet due, when it takes nothing and waits.
+// (One index by priority, then time, made an accept step over every
+// priority band whose jobs were not yet due, a read each.) It merges them
+// in ready index order, picks Max of the first Window at random, and adds
+// a read conflict only on the jobs it takes (couch_jobs' and
+// FoundationDB's queue recipe: here on their records, which change
+// whenever the jobs do, and on the entries it took them from, which a
+// move clears), so concurrent acceptors conflict only when they pick the
+// same job. Within a window the order is therefore not strict;
+// AcceptOptions.Window = Max makes it strict among the due jobs the two
+// reads see, which is all of them unless more came due in the scheduled
+// index than one read of it holds. An accept with MaxScheduledAt before
+// now gives the ready index's jobs due after its bound places of its
+// window all the same, and may see fewer than Window jobs it can take.
+//
+// An accept that saw entries in the wrong index moves them, after its
+// commit, in a transaction of its own, which takes nothing from the
+// accept if it fails: when its read of the scheduled index was all due
+// entries, the first of that index's due entries go to the ready index,
+// so that jobs coming due in bulk are back in priority order after a few
+// accepts; when entries of the ready index it read are not due by its
+// clock, the ones among that index's first go to the scheduled index, and
+// an accept that took nothing looks again at once. A move has a read
+// conflict on the record of each job it moves, so it fails if the job
+// changed after it read the entry; moves of one entry by two accepts write
+// the same keys and do not conflict.
+//
+// Clocks that disagree shift when a job is taken, never whether: a job is
+// due when the clock of the acceptor taking it says so, so an acceptor
+// ahead takes it early and one behind late, by their skew. The writer's
+// clock only chooses the index the job waits in, and acceptors move it to
+// the other when their clocks disagree with that choice.
+//
+// A pending job that an accept cannot take (its record, or the copy in
+// its entry, does not decode, or its entry's key is not one fdbq writes)
+// is passed over: the accept picks another in its place, and logs the job
+// once (Options.Logger). The queue remembers such entries, up to a bound,
+// and later accepts pass over them without giving them a place of the
+// window, reading as many more keys; one whose entry changes is tried
+// again, and so, after a minute, is one without a copy of its record. Such
+// a job stays pending.
+//
+// With nothing due, Accept watches the type's watch key in the same
+// transaction and, when MaxScheduledAt is zero (the bound is now, and
+// moves), sets a timer for the earliest job not yet due. A bound that is
+// set does not move, so nothing after it can become acceptable: such an
 // accept waits for the watch key alone. No wait polls: while nothing
 // changes, a waiting Accept or Wait makes no transactions (nor does the
 // Monitor, but for a read a minute that finds types registered since), and

@@ -2,6 +2,7 @@ package fdbq_test
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -74,4 +75,21 @@ func staleSweep(ctx context.Context, q *fdbq.Queue, o fdbq.MonitorOptions) (fdbq
 		st.ByType[typ] = s
 	}
 	return st, err
+}
+
+// newLoggedQueue is newQueue with the queue's logger set.
+func newLoggedQueue(t testing.TB, log *slog.Logger) (*fdbq.Queue, *clock) {
+	t.Helper()
+	st, err := embedded.Open("", embedded.Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := kv.NewDB(st, kv.Options{})
+	t.Cleanup(func() { db.Close() })
+	c := newClock()
+	q := fdbq.New(db, fdbq.Options{Now: c.Now, Logger: log})
+	if err := q.SetType(context.Background(), db, "email", fdbq.DefaultTypeSettings()); err != nil {
+		t.Fatal(err)
+	}
+	return q, c
 }

@@ -60,27 +60,33 @@ type Page struct {
 }
 
 // List returns jobs of a type in a state, a page at a time, in index order:
-// pending by priority then scheduled time, running by activity timeout
-// then by when their activity was last renewed (those running since before
-// version-keyed entries first, by deadline), finished by finish time. Each page is one read of the index and of the
-// page's records, so listing a large queue never holds it in memory. An
-// entry whose job cannot be read is reported in Page.Unreadable, in the
-// page whose limit counts it, and the listing goes on with the rest.
+// pending first those indexed as due (by priority, then scheduled time),
+// then those scheduled for later (by scheduled time, then priority);
+// running by the activity timeout their last renewal gave them, then by
+// when it was (those running since before version-keyed entries first, by
+// deadline); finished by finish time. Each page is one read of each index
+// it reaches and of the page's records, so listing a large queue never
+// holds it in memory. An entry whose job cannot be read is reported in
+// Page.Unreadable, in the page whose limit counts it, and the listing goes
+// on with the rest.
 func (q *Queue) List(ctx context.Context, tr kv.ReadTransactor, typ string, o ListOptions) (*Page, error) {
 	if err := checkName("type name", typ); err != nil {
 		return nil, err
 	}
+	// The indexes to read in turn, and the elements of their keys.
+	var subs []tuple.Subspace
+	var arity []int
 	switch o.State {
-	case Pending, Running, Finished:
+	case Pending:
+		subs, arity = []tuple.Subspace{q.k.pendingType(typ), q.k.scheduledType(typ)}, []int{3, 3}
+	case Running:
+		// Running jobs of an earlier version have entries of their own
+		// until a sweep moves them.
+		subs, arity = []tuple.Subspace{q.k.legacyActiveType(typ), q.k.activeType(typ)}, []int{2, 3}
+	case Finished:
+		subs, arity = []tuple.Subspace{q.k.finishedType(typ)}, []int{2}
 	default:
 		return nil, fmt.Errorf("%w: list: unknown state %q", ErrInvalidJob, o.State)
-	}
-	// The index, in one or more segments read in order: running jobs of
-	// an earlier version have entries of their own until a sweep moves
-	// them.
-	subs := []tuple.Subspace{q.index(typ, o.State)}
-	if o.State == Running {
-		subs = []tuple.Subspace{q.k.legacyActiveType(typ), q.k.activeType(typ)}
 	}
 	limit := o.Limit
 	if limit <= 0 {
@@ -93,33 +99,37 @@ func (q *Queue) List(ctx context.Context, tr kv.ReadTransactor, typ string, o Li
 	}
 	if o.Cursor != "" {
 		after, err := base64.RawURLEncoding.DecodeString(o.Cursor)
-		in := slices.IndexFunc(subs, func(sub tuple.Subspace) bool { return sub.Contains(after) })
-		if err != nil || in < 0 {
+		i := slices.IndexFunc(subs, func(sub tuple.Subspace) bool { return sub.Contains(after) })
+		if err != nil || i < 0 {
 			return nil, fmt.Errorf("%w: list: bad cursor", ErrInvalidJob)
 		}
-		ranges = ranges[in:]
+		subs, arity, ranges = subs[i:], arity[i:], ranges[i:]
 		ranges[0].Begin = kv.KeyAfter(after)
 	}
 	return kv.ReadTransact(ctx, tr, func(tx kv.ReadTx) (*Page, error) {
 		snap := snapshotOf(tx)
 		var kvs []kv.KeyValue
-		for _, r := range ranges {
+		var of []int // the index of each of kvs
+		for i, r := range ranges {
 			if len(kvs) > limit {
 				break
 			}
-			more, err := snap.GetRange(r, kv.RangeOptions{Limit: limit + 1 - len(kvs)})
+			got, err := snap.GetRange(r, kv.RangeOptions{Limit: limit + 1 - len(kvs)})
 			if err != nil {
 				return nil, err
 			}
-			kvs = append(kvs, more...)
+			kvs = append(kvs, got...)
+			for range got {
+				of = append(of, i)
+			}
 		}
 		page := &Page{}
 		if len(kvs) > limit {
 			kvs = kvs[:limit]
 			page.Next = base64.RawURLEncoding.EncodeToString(kvs[len(kvs)-1].Key)
 		}
-		for _, e := range kvs {
-			id, ok := q.entryID(typ, o.State, e.Key)
+		for i, e := range kvs {
+			id, ok := entryIDIn(subs[of[i]], arity[of[i]], e.Key)
 			if !ok {
 				page.Unreadable = append(page.Unreadable, Unreadable{Key: e.Key,
 					Err: corrupt(fmt.Errorf("fdbq: malformed %s index entry %q", o.State, e.Key))})
@@ -142,15 +152,22 @@ func (q *Queue) List(ctx context.Context, tr kv.ReadTransactor, typ string, o Li
 	})
 }
 
-// index is the type's index of jobs in state s.
-func (q *Queue) index(typ string, s State) tuple.Subspace {
-	switch s {
-	case Pending:
-		return q.k.pendingType(typ)
-	case Running:
-		return q.k.activeType(typ)
+// entryIDIn reads the job id of an entry of a type's index sub, whose keys
+// are n elements after its prefix, integers (times, priorities, versions)
+// and then the id, or reports false when the key is not one fdbq writes
+// there.
+func entryIDIn(sub tuple.Subspace, n int, key []byte) (string, bool) {
+	t, err := sub.Unpack(key)
+	if err != nil || len(t) != n {
+		return "", false
 	}
-	return q.k.finishedType(typ)
+	for _, e := range t[:len(t)-1] {
+		if _, ok := e.(int64); !ok {
+			return "", false
+		}
+	}
+	id, ok := t[len(t)-1].(string)
+	return id, ok
 }
 
 // entryID reads the job id of an entry of the type's index of state s, or
@@ -158,7 +175,10 @@ func (q *Queue) index(typ string, s State) tuple.Subspace {
 func (q *Queue) entryID(typ string, s State, key []byte) (string, bool) {
 	switch s {
 	case Pending:
-		_, _, id, err := q.parsePending(typ, key)
+		if _, _, id, err := q.parsePending(typ, key); err == nil {
+			return id, true
+		}
+		_, _, id, err := q.parseScheduled(typ, key)
 		return id, err == nil
 	case Running:
 		if t, err := q.k.activeType(typ).Unpack(key); err == nil {

@@ -26,6 +26,8 @@ const (
 	tagType         = 8
 	tagClaim        = 9
 	tagRegistry     = 10
+	// tagSchedule: pending jobs not yet due, by scheduled time.
+	tagSchedule = 11
 	// tagActive: running jobs by the read version of their last renewal.
 	tagActive = 12
 	// tagStamp: a running job's last renewal's versionstamp.
@@ -59,6 +61,7 @@ type typeKeys struct {
 	active, done  []byte
 	legacyActive  []byte
 	stamp         []byte
+	scheduled     []byte
 }
 
 func (k keys) of(typ string) *typeKeys {
@@ -76,6 +79,7 @@ func (k keys) of(typ string) *typeKeys {
 		stamp:        k.root.MustPack(tuple.Tuple{tagStamp, typ}),
 		done:         k.root.MustPack(tuple.Tuple{tagFinished, typ}),
 	}
+	tk.scheduled = k.root.MustPack(tuple.Tuple{tagSchedule, typ})
 	for _, s := range []State{Pending, Running, Finished} {
 		tk.count[s] = k.root.MustPack(tuple.Tuple{tagCount, typ, string(s)})
 	}
@@ -98,10 +102,20 @@ func (k keys) job(typ, id string) []byte {
 	return appendString(append(make([]byte, 0, len(p)+len(id)+2), p...), id)
 }
 
+// pending is a job's key in the ready index (doc.go), where pending jobs
+// that were due when indexed wait by priority.
 func (k keys) pending(typ string, priority int, schedMs int64, id string) []byte {
 	p := k.of(typ).pending
 	b := append(make([]byte, 0, len(p)+len(id)+20), p...)
 	return appendString(appendInt(appendInt(b, -int64(priority)), schedMs), id)
+}
+
+// scheduled is a job's key in the scheduled index, where pending jobs that
+// were not due when indexed wait by scheduled time.
+func (k keys) scheduled(typ string, priority int, schedMs int64, id string) []byte {
+	p := k.of(typ).scheduled
+	b := append(make([]byte, 0, len(p)+len(id)+20), p...)
+	return appendString(appendInt(appendInt(b, schedMs), -int64(priority)), id)
 }
 
 // indexKey is (prefix…, ms, id).
@@ -144,10 +158,13 @@ func appendInt(b []byte, v int64) []byte {
 	return b
 }
 
-// pendingType is every pending entry of a type, highest priority first.
+// pendingType is a type's ready index, highest priority first.
 func (k keys) pendingType(typ string) tuple.Subspace { return k.root.Sub(tagPending, typ) }
 
-// pendingBand is the pending entries of one priority.
+// scheduledType is a type's scheduled index, earliest first.
+func (k keys) scheduledType(typ string) tuple.Subspace { return k.root.Sub(tagSchedule, typ) }
+
+// pendingBand is the ready index's entries of one priority.
 func (k keys) pendingBand(typ string, priority int) tuple.Subspace {
 	return k.root.Sub(tagPending, typ, -priority)
 }
@@ -225,14 +242,25 @@ func rangeUpTo(sub tuple.Subspace, max int64) kv.Range {
 }
 
 // parsePending reads the priority (negated), scheduled time and id of a
-// pending entry's key, which starts with the type's pending prefix, or
+// ready index entry's key, which starts with the type's ready prefix, or
 // reports false when the key is not one fdbq writes.
 func (k keys) parsePending(typ string, key []byte) (negPriority, schedMs int64, id string, ok bool) {
-	p := k.of(typ).pending
-	if !bytes.HasPrefix(key, p) {
+	return parseEntry(k.of(typ).pending, key, false)
+}
+
+// parseScheduled reads a scheduled index entry's key as parsePending
+// reads a ready index entry's.
+func (k keys) parseScheduled(typ string, key []byte) (negPriority, schedMs int64, id string, ok bool) {
+	return parseEntry(k.of(typ).scheduled, key, true)
+}
+
+// parseEntry reads (prefix…, a, b, id) with integers a and b: -priority
+// and the scheduled time, in that order unless timeFirst.
+func parseEntry(prefix, key []byte, timeFirst bool) (negPriority, schedMs int64, id string, ok bool) {
+	if !bytes.HasPrefix(key, prefix) {
 		return 0, 0, "", false
 	}
-	b := key[len(p):]
+	b := key[len(prefix):]
 	if negPriority, b, ok = readInt(b); !ok {
 		return 0, 0, "", false
 	}
@@ -241,6 +269,9 @@ func (k keys) parsePending(typ string, key []byte) (negPriority, schedMs int64, 
 	}
 	if id, b, ok = readString(b); !ok || len(b) != 0 {
 		return 0, 0, "", false
+	}
+	if timeFirst {
+		negPriority, schedMs = schedMs, negPriority
 	}
 	return negPriority, schedMs, id, true
 }

@@ -98,6 +98,9 @@ type mJob struct {
 	// activity (accept, heartbeat): operations commit one after another,
 	// so their numbers are in the order of their versions.
 	renewed int
+	// due: a pending job was due when last written, so it is in the ready
+	// index (else in the scheduled index, which List lists after it).
+	due bool
 }
 
 // mSample is a sweep's note of the store's version (the operation number
@@ -117,8 +120,8 @@ type model struct {
 	jobs    map[string]*mJob
 }
 
-func (j *mJob) toPending(sched int64) {
-	j.state, j.outcome, j.sched, j.finished = fdbq.Pending, "", sched, 0
+func (j *mJob) toPending(sched, now int64) {
+	j.state, j.outcome, j.sched, j.finished, j.due = fdbq.Pending, "", sched, 0, sched <= now
 	j.lock, j.xp, j.resubmit, j.resubmitAt = "", 0, false, 0
 }
 
@@ -155,10 +158,10 @@ func (m *model) retryOrFail(j *mJob) {
 	}
 	switch {
 	case j.resubmit:
-		j.toPending(j.resubmitAt)
+		j.toPending(j.resubmitAt, m.now)
 		j.attempts = 0
 	case j.attempts < maxAttempts:
-		j.toPending(m.now + modelDelay(p, j.attempts).Milliseconds())
+		j.toPending(m.now+modelDelay(p, j.attempts).Milliseconds(), m.now)
 	default:
 		j.finish(fdbq.Failed, m.now)
 	}
@@ -193,7 +196,7 @@ func samePolicyPtr(a, b *fdbq.RetryPolicy) bool {
 func (m *model) add(id string, data string, sched int64, noTime bool, priority, maxAttempts int, retry *fdbq.RetryPolicy) string {
 	j := m.jobs[id]
 	if j == nil || j.state == fdbq.Finished {
-		m.jobs[id] = &mJob{state: fdbq.Pending, data: data, priority: priority, maxAttempts: maxAttempts, retry: retry, added: m.now, sched: sched}
+		m.jobs[id] = &mJob{state: fdbq.Pending, data: data, priority: priority, maxAttempts: maxAttempts, retry: retry, added: m.now, sched: sched, due: sched <= m.now}
 		if j != nil {
 			return "add finished"
 		}
@@ -208,6 +211,7 @@ func (m *model) add(id string, data string, sched int64, noTime bool, priority, 
 			return "add unchanged"
 		}
 		j.sched, j.data, j.priority, j.maxAttempts, j.retry = sched, data, priority, maxAttempts, retry
+		j.due = sched <= m.now
 		return "add reschedule"
 	default:
 		if j.resubmit && j.resubmitAt == sched {
@@ -251,7 +255,21 @@ func (m *model) listed(s fdbq.State) []string {
 	}
 	switch s {
 	case fdbq.Pending:
+		// The ready index by priority, then the scheduled index by time.
+		var later []string
+		ids = slices.DeleteFunc(ids, func(id string) bool {
+			if !m.jobs[id].due {
+				later = append(later, id)
+				return true
+			}
+			return false
+		})
 		m.sortPending(ids)
+		slices.SortFunc(later, func(a, b string) int {
+			ja, jb := m.jobs[a], m.jobs[b]
+			return cmp.Or(cmp.Compare(ja.sched, jb.sched), cmp.Compare(jb.priority, ja.priority), strings.Compare(a, b))
+		})
+		ids = append(ids, later...)
 	case fdbq.Running:
 		slices.SortFunc(ids, func(a, b string) int {
 			return cmp.Or(cmp.Compare(m.jobs[a].renewed, m.jobs[b].renewed), strings.Compare(a, b))
@@ -544,7 +562,7 @@ func (r *modelRun) step() {
 			j.result, j.lastLock = result, l.Lock+":finish"
 			if j.resubmit {
 				r.hits["finish resubmitted"]++
-				j.toPending(j.resubmitAt)
+				j.toPending(j.resubmitAt, m.now)
 				j.attempts = 0
 			} else {
 				r.hits["finish"]++
@@ -607,7 +625,7 @@ func (r *modelRun) step() {
 			r.hits["resubmit"]++
 			r.expectErr("resubmit", err, nil)
 			j.lastLock = l.Lock + ":resubmit"
-			j.toPending(sched)
+			j.toPending(sched, m.now)
 			j.attempts = max(j.attempts-1, 0)
 		}
 
@@ -628,11 +646,11 @@ func (r *modelRun) step() {
 			j.lastLock = l.Lock + ":resubmit"
 			if j.resubmit {
 				r.hits["release resubmitted"]++
-				j.toPending(j.resubmitAt)
+				j.toPending(j.resubmitAt, m.now)
 				j.attempts = 0
 			} else {
 				r.hits["release"]++
-				j.toPending(j.sched)
+				j.toPending(j.sched, m.now)
 				j.attempts = max(j.attempts-1, 0)
 			}
 		}
@@ -685,7 +703,7 @@ func (r *modelRun) step() {
 		default:
 			r.hits["requeue"]++
 			r.expectErr("requeue", err, nil)
-			j.toPending(m.now)
+			j.toPending(m.now, m.now)
 			j.attempts = 0
 		}
 

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math"
 	"time"
 
@@ -28,6 +29,10 @@ type Options struct {
 	// change keys, one watch a type (see Wait). Default (0):
 	// DefaultWaitWatches. Negative: none, every wait watches a change key.
 	WaitWatches int
+	// Logger gets what the queue reports on its own, such as a pending
+	// job that Accept skips because its record does not decode. Default:
+	// slog.Default() at the time of each message.
+	Logger *slog.Logger
 }
 
 // Queue is the jobs layer over a kv store. Its operations that take a
@@ -39,6 +44,9 @@ type Queue struct {
 	k       keys
 	now     func() time.Time
 	watches *watchShare
+	log     *slog.Logger
+	// unreadable holds the pending entries Accept found it cannot take.
+	unreadable unreadableJobs
 }
 
 // New returns a Queue over db.
@@ -58,7 +66,15 @@ func New(db *kv.DB, opts Options) *Queue {
 	case waitWatches < 0:
 		waitWatches = 0
 	}
-	return &Queue{db: db, k: newKeys(tuple.FromBytes(prefix)), now: now, watches: newWatchShare(waitWatches)}
+	return &Queue{db: db, k: newKeys(tuple.FromBytes(prefix)), now: now, watches: newWatchShare(waitWatches), log: opts.Logger}
+}
+
+// logger is Options.Logger, or the default logger.
+func (q *Queue) logger() *slog.Logger {
+	if q.log != nil {
+		return q.log
+	}
+	return slog.Default()
 }
 
 // DB returns the store the queue runs on.
@@ -99,6 +115,14 @@ const maxInlineRecord = 2048
 // keyed by this transaction's read version, and its value is the commit's
 // versionstamp, which the monitor compares with its own read versions.
 func (q *Queue) put(tx kv.Tx, typ, id string, old, rec *record) error {
+	return q.putFrom(tx, typ, id, old, rec, nil)
+}
+
+// putFrom is put for a pending job whose index entry the caller read at
+// key from (nil: not known). A pending job's entry is in the ready index
+// or the scheduled index, and Accept moves entries between them without
+// rewriting the record, so without from both keys are cleared.
+func (q *Queue) putFrom(tx kv.Tx, typ, id string, old, rec *record, from []byte) error {
 	renew := rec.State == Running && (rec.renew || old == nil || old.State != Running || old.legacy)
 	if renew {
 		rv, err := tx.ReadVersion()
@@ -111,7 +135,9 @@ func (q *Queue) put(tx kv.Tx, typ, id string, old, rec *record) error {
 	if err != nil {
 		return err
 	}
-	if old != nil && (renew || rec.State != Running) {
+	if old != nil && old.State == Pending && from != nil {
+		tx.Clear(from)
+	} else if old != nil && (renew || rec.State != Running) {
 		q.unindex(tx, typ, id, old)
 	}
 	switch rec.State {
@@ -122,7 +148,13 @@ func (q *Queue) put(tx kv.Tx, typ, id string, old, rec *record) error {
 		if len(b) <= maxInlineRecord {
 			copyOf = b
 		}
-		tx.Set(q.k.pending(typ, rec.Priority, rec.ScheduledAt, id), copyOf)
+		// Due by this process's clock: the ready index; not yet: the
+		// scheduled index, from which an accept takes it once due.
+		if rec.ScheduledAt <= q.nowMs() {
+			tx.Set(q.k.pending(typ, rec.Priority, rec.ScheduledAt, id), copyOf)
+		} else {
+			tx.Set(q.k.scheduled(typ, rec.Priority, rec.ScheduledAt, id), copyOf)
+		}
 		tx.Add(q.k.watch(typ), 1)
 	case Running:
 		if renew {
@@ -176,6 +208,7 @@ func (q *Queue) unindex(tx kv.Tx, typ, id string, old *record) {
 	switch old.State {
 	case Pending:
 		tx.Clear(q.k.pending(typ, old.Priority, old.ScheduledAt, id))
+		tx.Clear(q.k.scheduled(typ, old.Priority, old.ScheduledAt, id))
 	case Running:
 		if old.legacy {
 			tx.Clear(q.k.legacyActive(typ, old.ExpiresAt, id))

@@ -602,8 +602,13 @@ func (s *sim) checkCall(e *simEntry, episode func(simJobRef, string) *simEpisode
 	// spin: each transaction beyond the first is a retry of a failure,
 	// or the check of a commit whose result was unknown.
 	limit := 2 + 2*(e.failures+int(e.faults))
-	if e.op == "sweep" {
+	switch e.op {
+	case "sweep":
 		limit += e.sweepBound
+	case "accept":
+		// Its move of due entries to the ready index, and a look again
+		// after moving entries that were not due back.
+		limit += 2
 	}
 	if e.attempts > limit {
 		s.violate("spin", job, e, "%d transactions for %d failures of the store (at most %d)", e.attempts, e.failures+int(e.faults), limit)
@@ -876,7 +881,7 @@ func scanStore(ctx context.Context, db *kv.DB, prefix []byte) (map[simJobRef]*fd
 		for _, ix := range []struct {
 			tag   int
 			state fdbq.State
-		}{{2, fdbq.Pending}, {5, fdbq.Running}, {12, fdbq.Running}, {6, fdbq.Finished}} {
+		}{{2, fdbq.Pending}, {11, fdbq.Pending}, {5, fdbq.Running}, {12, fdbq.Running}, {6, fdbq.Finished}} {
 			ts, vs, err := read(root.Sub(ix.tag))
 			if err != nil {
 				return err
@@ -896,10 +901,16 @@ func scanStore(ctx context.Context, db *kv.DB, prefix []byte) (map[simJobRef]*fd
 				var at, want int64
 				switch ix.state {
 				case fdbq.Pending:
-					if -t[1].(int64) != int64(j.Priority) {
-						bad(job, "pending entry at priority %d, record at %d", -t[1].(int64), j.Priority)
+					// The ready index: (type, -priority, sched, id); the
+					// scheduled one: (type, sched, -priority, id).
+					prio, sched := t[1].(int64), t[2].(int64)
+					if ix.tag == 11 {
+						prio, sched = sched, prio
 					}
-					at, want = t[2].(int64), j.ScheduledAt.UnixMilli()
+					if -prio != int64(j.Priority) {
+						bad(job, "pending entry at priority %d, record at %d", -prio, j.Priority)
+					}
+					at, want = sched, j.ScheduledAt.UnixMilli()
 					if len(vs[i]) > 0 && string(vs[i]) != string(raw[job]) {
 						bad(job, "the pending entry's copy of the record differs from the record")
 					}

@@ -495,7 +495,10 @@ func (s *sim) logCommit(t *simLowerTx) {
 		}
 	}
 	s.hist.log = append(s.hist.log, c)
-	if t.e != nil {
+	// A commit that changes no job, type or effect (an accept's move of
+	// index entries between the ready and scheduled indexes, a sweep's
+	// clearing of claims) is no answer of the call's.
+	if t.e != nil && (len(c.writes) > 0 || len(c.effects) > 0) {
 		t.e.commits = append(t.e.commits, c.n)
 	}
 }

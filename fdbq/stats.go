@@ -16,13 +16,16 @@ const MaxOldestDueBands = 64
 // when no pending job is due. Metrics report now minus it as the oldest
 // pending job's age.
 //
-// The pending index is ordered by priority, then by scheduled time, so the
+// The ready index is ordered by priority, then by scheduled time, so the
 // earliest job of each priority band is that band's first entry: OldestDue
 // reads one key per band (without conflicts), jumping from band to band,
-// and takes the earliest due one. It is exact for up to MaxOldestDueBands
-// distinct priorities among the pending jobs; beyond that it reports the
-// earliest among the highest MaxOldestDueBands bands. A key of the index
-// that is not one fdbq writes is passed over (and counts as a band).
+// and takes the earliest due one, or the scheduled index's first entry
+// (the earliest of the jobs indexed before they were due) if that is due
+// and earlier. It is exact for up to MaxOldestDueBands distinct priorities
+// among the jobs indexed as due; beyond that it reports the earliest among
+// the highest MaxOldestDueBands bands and the scheduled index.
+// A key of the index that is not one fdbq writes is passed over (and
+// counts as a band).
 func (q *Queue) OldestDue(ctx context.Context, tr kv.ReadTransactor, typ string) (time.Time, error) {
 	if err := checkName("type name", typ); err != nil {
 		return time.Time{}, err
@@ -35,6 +38,15 @@ func (q *Queue) OldestDue(ctx context.Context, tr kv.ReadTransactor, typ string)
 		begin := all.Begin
 		oldest := int64(0)
 		found := false
+		head, err := snap.GetRange(q.k.scheduledType(typ).Range(), kv.RangeOptions{Limit: 1})
+		if err != nil {
+			return 0, err
+		}
+		if len(head) == 1 {
+			if _, sched, _, err := q.parseScheduled(typ, head[0].Key); err == nil && sched <= now {
+				oldest, found = sched, true
+			}
+		}
 		for range MaxOldestDueBands {
 			first, err := snap.GetRange(kv.Range{Begin: begin, End: all.End}, kv.RangeOptions{Limit: 1})
 			if err != nil || len(first) == 0 {

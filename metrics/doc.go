@@ -63,8 +63,9 @@
 //
 // The store is read at scrape time in one read-only transaction bounded by
 // ScrapeTimeout: the type registry with its counters, and one key per
-// priority band of each type's pending index for the oldest job. A scrape
-// that fails reports the other metrics and counts the failure; it never
-// panics. A type whose settings cannot be read fails no scrape: it is
-// counted in jobstage_types_unreadable and its jobs are reported.
+// priority band of each type's ready index, and the first of its scheduled
+// index, for the oldest job. A scrape that fails reports the other metrics
+// and counts the failure; it never panics. A type whose settings cannot be
+// read fails no scrape: it is counted in jobstage_types_unreadable and its
+// jobs are reported.
 package metrics
