@@ -230,13 +230,11 @@ func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lea
 		if len(res.leases) > 0 {
 			return res.leases, nil
 		}
-		if demoted > 0 || (res.again && lookAgain > 0) {
-			// Jobs that were in the way are out of it: look again at once.
-			// (A look that finds more jobs it cannot take is bounded: the
-			// queue remembers only so many of them.)
-			if res.again {
-				lookAgain--
-			}
+		if (demoted > 0 || res.again) && lookAgain > 0 {
+			// Jobs that were in the way are out of it: look again at once,
+			// a bounded number of times (others may keep writing entries
+			// that this clock finds not yet due).
+			lookAgain--
 			if res.watch != nil {
 				res.watch.Cancel()
 			}

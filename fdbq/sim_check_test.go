@@ -606,9 +606,9 @@ func (s *sim) checkCall(e *simEntry, episode func(simJobRef, string) *simEpisode
 	case "sweep":
 		limit += e.sweepBound
 	case "accept":
-		// Its move of due entries to the ready index, and a look again
-		// after moving entries that were not due back.
-		limit += 2
+		// Each look, a move of entries between the ready and scheduled
+		// indexes, and a look again after it: at most 8 more looks.
+		limit += 2 + 2*8
 	}
 	if e.attempts > limit {
 		s.violate("spin", job, e, "%d transactions for %d failures of the store (at most %d)", e.attempts, e.failures+int(e.faults), limit)
