@@ -42,7 +42,7 @@ type MonitorOptions struct {
 
 // SweepStats is what one sweep did.
 type SweepStats struct {
-	Recycled int // running jobs past their activity deadline made pending again
+	Recycled int // running jobs found stale (no renewal for their activity timeout) made pending again
 	Failed   int // of those, jobs out of attempts, finished as failed
 	Expired  int // finished jobs past retention removed
 	// Skipped counts the due jobs the sweep could not change: a record or
@@ -219,7 +219,7 @@ func (m *Monitor) Stop(ctx context.Context) error {
 }
 
 // loop sweeps, then waits until a sweep has something to do: the first
-// deadline of the store's indexes (a running job's activity deadline, a
+// deadline of the store's indexes (a running job going stale, a
 // finished job's retention, a claim's ClaimTTL) or a change that can bring
 // an earlier one (a job's change, a type's watch key, the registry key that
 // registering a type bumps). While nothing is due and nothing changes it
