@@ -36,6 +36,16 @@ func (c *clock) Advance(d time.Duration) {
 // registered, and its clock.
 func newQueue(t testing.TB) (*fdbq.Queue, *clock) {
 	t.Helper()
+	s := fdbq.DefaultTypeSettings()
+	s.Retry.Base = time.Second
+	return openTestQueue(t, nil, s)
+}
+
+// openTestQueue is a queue with logger log (nil: the default) over a
+// fresh in-memory store, type "email" registered with settings s, and its
+// clock.
+func openTestQueue(t testing.TB, log *slog.Logger, s fdbq.TypeSettings) (*fdbq.Queue, *clock) {
+	t.Helper()
 	st, err := embedded.Open("", embedded.Options{InMemory: true})
 	if err != nil {
 		t.Fatal(err)
@@ -43,9 +53,7 @@ func newQueue(t testing.TB) (*fdbq.Queue, *clock) {
 	db := kv.NewDB(st, kv.Options{})
 	t.Cleanup(func() { db.Close() })
 	c := newClock()
-	q := fdbq.New(db, fdbq.Options{Now: c.Now})
-	s := fdbq.DefaultTypeSettings()
-	s.Retry.Base = time.Second
+	q := fdbq.New(db, fdbq.Options{Now: c.Now, Logger: log})
 	if err := q.SetType(context.Background(), db, "email", s); err != nil {
 		t.Fatal(err)
 	}
@@ -77,19 +85,9 @@ func staleSweep(ctx context.Context, q *fdbq.Queue, o fdbq.MonitorOptions) (fdbq
 	return st, err
 }
 
-// newLoggedQueue is newQueue with the queue's logger set.
+// newLoggedQueue is newQueue with the queue's logger set, and the type's
+// default settings.
 func newLoggedQueue(t testing.TB, log *slog.Logger) (*fdbq.Queue, *clock) {
 	t.Helper()
-	st, err := embedded.Open("", embedded.Options{InMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := kv.NewDB(st, kv.Options{})
-	t.Cleanup(func() { db.Close() })
-	c := newClock()
-	q := fdbq.New(db, fdbq.Options{Now: c.Now, Logger: log})
-	if err := q.SetType(context.Background(), db, "email", fdbq.DefaultTypeSettings()); err != nil {
-		t.Fatal(err)
-	}
-	return q, c
+	return openTestQueue(t, log, fdbq.DefaultTypeSettings())
 }
