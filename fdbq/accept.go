@@ -395,6 +395,11 @@ func (q *Queue) acceptTx(tx kv.Tx, typ string, o AcceptOptions, lock string, cla
 	if len(ids) > 0 {
 		b, _ := json.Marshal(ids)
 		tx.Set(claimKey, b)
+		rv, err := tx.ReadVersion()
+		if err != nil {
+			return nil, err
+		}
+		q.stamp(tx, typ, rv)
 	}
 	if len(res.leases) > 0 || !wait || res.groupWake != nil {
 		return res, nil
@@ -423,10 +428,9 @@ var errUnreadable = errors.New("fdbq: pending job cannot be taken")
 // record is no longer pending, or an error wrapping errUnreadable when it
 // cannot be taken.
 func (q *Queue) take(tx kv.Tx, typ string, c candidate, lock string, now int64, s TypeSettings) (*Lease, error) {
-	// The read conflicts are on the job's record, which changes whenever
-	// the job does, and on the entry the job was found under, which an
-	// accept's move to the other index clears without rewriting the
-	// record.
+	// The read conflict is on the job's record, which changes whenever
+	// the job does; an accept's move of its entry to the other index,
+	// which leaves the record as it is, has a write conflict on it.
 	jobKey := q.k.job(typ, c.id)
 	var rec *record
 	var err error
@@ -445,7 +449,6 @@ func (q *Queue) take(tx kv.Tx, typ string, c candidate, lock string, now int64, 
 			rec, err = decodeRecord(b, typ, c.id)
 		}
 	}
-	tx.AddReadConflictKey(c.entry)
 	if err != nil {
 		return nil, q.unreadableJob(typ, c.entry, c.record, err)
 	}
@@ -461,7 +464,7 @@ func (q *Queue) take(tx kv.Tx, typ string, c candidate, lock string, now int64, 
 	next.Attempts++
 	next.StartedAt, next.HeartbeatAt = now, now
 	next.ExpiresAt = now + s.ActivityTimeout.Milliseconds()
-	next.renew = true
+	next.renew, next.stampLater = true, true // acceptTx stamps once
 	next.Error = ""
 	// A new lock: an exit recorded by an earlier lock must not let that
 	// lock's late retries pass as idempotent replays.
@@ -724,10 +727,11 @@ func earliest(a, b int64) int64 {
 // key, and leaves the record as it is. The entry was read in this
 // transaction's snapshot, so the record was then pending under it (they
 // change together); a read conflict on the record fails the move if the
-// job changed since, and the retry reads the entry again. Two moves of one
-// entry write the same keys and need not conflict; an accept that takes a
-// job has a read conflict on the entry it took, and fails if the entry
-// moved in between. The entries moved are the first of their index, so
+// job changed since, and the retry reads the entry again. The move also
+// has a write conflict on the record, so that an accept that takes the
+// job from the entry the move cleared (it has a read conflict on the
+// record) fails if the move committed in between, and two moves of one
+// entry do not both commit. The entries moved are the first of their index, so
 // the deletions they leave are where a store like Pebble, which steps over
 // deleted keys until it compacts them, starts its scans and can skip them
 // (the embedded store's skip cache).
@@ -752,7 +756,7 @@ func (q *Queue) moveEntries(ctx context.Context, typ string, promote, demote boo
 				if err != nil || skip(e) {
 					continue
 				}
-				tx.AddReadConflictKey(q.k.job(typ, id))
+				moved(tx, q.k.job(typ, id))
 				tx.Clear(e.Key)
 				tx.Set(q.k.pending(typ, int(-neg), sched, id), e.Value)
 			}
@@ -768,7 +772,7 @@ func (q *Queue) moveEntries(ctx context.Context, typ string, promote, demote boo
 				if err != nil || sched <= now || skip(e) {
 					continue
 				}
-				tx.AddReadConflictKey(q.k.job(typ, id))
+				moved(tx, q.k.job(typ, id))
 				tx.Clear(e.Key)
 				tx.Set(q.k.scheduled(typ, int(-neg), sched, id), e.Value)
 				demoted++
@@ -776,6 +780,12 @@ func (q *Queue) moveEntries(ctx context.Context, typ string, promote, demote boo
 		}
 		return demoted, nil
 	})
+}
+
+// moved gives a move of a job's entry its conflicts on the job's record.
+func moved(tx kv.Tx, jobKey []byte) {
+	tx.AddReadConflictKey(jobKey)
+	tx.AddWriteConflictKey(jobKey)
 }
 
 // unreadableJob records a pending entry an accept cannot take, logs it the

@@ -138,7 +138,6 @@ func (q *Queue) dropUnreadable(tx kv.Tx, typ, id string, b []byte, loc *located)
 		tx.Add(q.k.count(typ, found.state), -1)
 	}
 	tx.Clear(q.k.job(typ, id))
-	tx.Clear(q.k.stamp(typ, id))
 	tx.Add(q.k.change(typ), 1)
 	return true, nil
 }

@@ -87,8 +87,9 @@
 //	                                      ""   running jobs by the activity timeout their last renewal
 //	                                      (Accept, Heartbeat) gave them, then by the read version of that
 //	                                      renewal's transaction, which the record keeps
-//	(P, 13, type, id)                     versionstamp of the job's last renewal (versionstamped value),
-//	                                      read by the monitor alone; deleted with the job
+//	(P, 13, type, read_version)           versionstamp of the last renewal at that read version
+//	                                      (versionstamped value), read by the monitor alone, which
+//	                                      clears those older than every running job's entry
 //
 // Every state change goes through one function that rewrites the record
 // and moves its index entry and counters together, so the indexes never
@@ -117,12 +118,15 @@
 //   - Accept and Heartbeat renew a job's activity: its entry in (P, 12) is
 //     keyed by their transaction's read version (known inside it, so the
 //     next renewal or the job's end clears it exactly, also within the
-//     same transaction) and holds the commit's versionstamp.
+//     same transaction), and the stamp of that read version in (P, 13)
+//     gets the commit's versionstamp. Renewals at one read version share
+//     the stamp, the last commit's, so it is at least each one's commit
+//     version; an accept of many jobs writes it once.
 //   - Each transaction of the monitor notes its read version v and then
 //     the time t of its own clock (MonitorOptions.Clock, monotonic): every
 //     commit at a version at most v had happened by t.
 //   - A sweep, beginning at time now, takes back a job whose entry's
-//     versionstamp is at most the v of a note with t at least the job's
+//     stamp is at most the v of a note with t at least the job's
 //     activity timeout before now, and whose entry, read in the sweep's
 //     transaction with a read conflict, is still the job's. Then no
 //     renewal committed from t to the sweep: the job had no activity for
@@ -139,6 +143,12 @@
 // a quarter Interval apart, for the longest timeout seen, at most 4096.
 // Scheduled times and retention still use the wall clock (a job scheduled
 // by a clock that is off runs early or late by the skew, nothing worse).
+//
+// A sweep clears, in a transaction of its own, the stamps older than the
+// first entry of each timeout group, reading those entries (and the gaps
+// between groups) with read conflicts: a renewal at an older read version
+// that commits meanwhile makes it retry, and one that commits after it
+// writes its stamp again. An idle monitor that finds such stamps sweeps.
 //
 // Records written before this scheme (formats JSON and 0x01) have
 // deadline-keyed entries in (P, 5); a sweep moves each to (P, 12) as if

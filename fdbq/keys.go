@@ -30,7 +30,7 @@ const (
 	tagSchedule = 11
 	// tagActive: running jobs by the read version of their last renewal.
 	tagActive = 12
-	// tagStamp: a running job's last renewal's versionstamp.
+	// tagStamp: the versionstamp of the renewals at a read version.
 	tagStamp = 13
 )
 
@@ -183,15 +183,20 @@ func (k keys) active(typ string, timeoutMs, version int64, id string) []byte {
 
 func (k keys) activeType(typ string) tuple.Subspace { return k.root.Sub(tagActive, typ) }
 
-// stamp holds the versionstamp of a job's last renewal, apart from its
-// activity entry so that the index reads as any other (a transaction
-// cannot read a versionstamped value it wrote: accessed_unreadable). It
-// stays when the job stops running, to be overwritten by its next
-// renewal, and goes with the job.
-func (k keys) stamp(typ, id string) []byte {
+// stamp holds the versionstamp of the last commit among a type's
+// renewals (Accept, Heartbeat) at one read version: a renewal writes it
+// in the transaction that keys the job's activity entry by that read
+// version, so it is at least the commit version of every entry keyed
+// so, and one accept of many jobs writes one. It is apart from the
+// entries so that the index reads as any other (a transaction cannot
+// read a versionstamped value it wrote: accessed_unreadable). The monitor
+// clears the stamps below its entries' oldest read version.
+func (k keys) stamp(typ string, version int64) []byte {
 	p := k.of(typ).stamp
-	return appendString(append(make([]byte, 0, len(p)+len(id)+2), p...), id)
+	return appendInt(append(make([]byte, 0, len(p)+9), p...), version)
 }
+
+func (k keys) stampType(typ string) tuple.Subspace { return k.root.Sub(tagStamp, typ) }
 
 // activeGroup is the activity entries of a type's jobs of one timeout, in
 // the order of their renewals' read versions.

@@ -258,9 +258,26 @@ func TestLimitsMonitorSkipsWhatItCannotRead(t *testing.T) {
 			return len(bad)
 		}, 2, "malformed index entry"},
 		{"malformed activity stamp", func(tx kv.Tx, _ int64) int {
-			// The stamps of x and y, values that are no versionstamp.
-			for _, id := range []string{"x", "y"} {
-				tx.Set(root.MustPack(tuple.Tuple{stampTag, "email", id}), []byte("short"))
+			// The stamps of the read versions of x's and y's accepts,
+			// values that are no versionstamp.
+			sub := root.Sub(activeTag, "email")
+			kvs, err := tx.GetRange(sub.Range(), kv.RangeOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, e := range kvs {
+				k, err := sub.Unpack(e.Key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if id := k[2].(string); id == "x" || id == "y" {
+					tx.Set(root.MustPack(tuple.Tuple{stampTag, "email", k[1].(int64)}), []byte("short"))
+					n++
+				}
+			}
+			if n != 2 {
+				t.Fatalf("%d activity entries of x and y", n)
 			}
 			return 2
 		}, 0, "malformed activity stamp"},

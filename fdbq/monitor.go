@@ -82,10 +82,11 @@ func (st *SweepStats) add(typ string, recycled, failed, expired, skipped int) {
 //
 // No clock but the monitor's own decides that a job is stale. Accept and
 // Heartbeat key a running job's activity entry by their transaction's
-// read version and store the commit's versionstamp in it. Each of the
+// read version and store the commit's versionstamp in the stamp of that
+// read version (one key for all the renewals at it). Each of the
 // monitor's transactions notes its read version and the time of its
-// Clock after obtaining it; a job is recycled only when the versionstamp
-// of its entry is at most the version of a transaction the monitor made
+// Clock after obtaining it; a job is recycled only when the stamp of its
+// entry's read version is at most the version of a transaction the monitor made
 // at least the job's activity timeout before the sweep's transaction
 // began, by its Clock, and the entry is still the job's: then no renewal
 // committed for at least the timeout, whatever the clocks of the workers
@@ -395,6 +396,18 @@ func (m *Monitor) nextDue(ctx context.Context) (*monitorWait, error) {
 			if err := m.activityDue(snap, t, clock, w); err != nil {
 				return nil, err
 			}
+			// Stamps no entry names any more are cleared by a sweep.
+			if cut, some, ok, err := m.stampCut(snap, t.Name); err != nil {
+				return nil, err
+			} else if ok {
+				kvs, err := snap.GetRange(m.stampsBelow(t.Name, cut, some), kv.RangeOptions{Limit: 1})
+				if err != nil {
+					return nil, err
+				}
+				if len(kvs) > 0 {
+					w.after(0)
+				}
+			}
 			if t.Settings.Retention > 0 {
 				r := t.Settings.Retention.Milliseconds()
 				at, ok, err := firstEntry(snap, q.k.finishedType(t.Name))
@@ -444,11 +457,11 @@ func (m *Monitor) activityDue(snap kv.ReadTx, t sweepType, clock time.Time, w *m
 			return err
 		}
 		for _, e := range kvs {
-			_, id, ok := parseIndexEntry(sub, e.Key)
+			at, _, ok := parseIndexEntry(sub, e.Key)
 			if !ok {
 				continue
 			}
-			b, err := snap.Get(q.k.stamp(t.Name, id))
+			b, err := snap.Get(q.k.stamp(t.Name, at))
 			if err != nil {
 				return err
 			}
@@ -505,6 +518,77 @@ func (m *Monitor) activeGroups(tx kv.ReadTx, typ string) ([]int64, [][]byte, err
 		r.Begin = m.q.k.activeGroup(typ, g).Range().End
 	}
 	return groups, bad, nil
+}
+
+// stampCut returns the oldest read version of a type's activity entries
+// (none: the type has no entry), reading the first entries of each timeout
+// group. Read with conflicts, it makes a transaction fail if a renewal
+// at an older read version commits meanwhile: every such entry falls in
+// what it read, the part of a group before the group's first entry or
+// the gap between two groups. ok is false when it cannot tell: more than
+// maxGroups groups, or a group whose first activityWindow entries do not
+// parse.
+func (m *Monitor) stampCut(tx kv.ReadTx, typ string) (cut int64, some, ok bool, err error) {
+	q := m.q
+	sub := q.k.activeType(typ)
+	r := sub.Range()
+	for range maxGroups {
+		kvs, err := tx.GetRange(r, kv.RangeOptions{Limit: activityWindow})
+		if err != nil || len(kvs) == 0 {
+			return cut, some, err == nil, err
+		}
+		g, found := int64(0), false
+		for _, e := range kvs {
+			t, err := sub.Unpack(e.Key)
+			if err != nil || len(t) != 3 {
+				continue
+			}
+			tm, ok1 := t[0].(int64)
+			rv, ok2 := t[1].(int64)
+			_, ok3 := t[2].(string)
+			if ok1 && ok2 && ok3 {
+				if !some || rv < cut {
+					cut, some = rv, true
+				}
+				g, found = tm, true
+				break
+			}
+		}
+		if !found {
+			return 0, false, false, nil
+		}
+		r.Begin = q.k.activeGroup(typ, g).Range().End
+	}
+	return 0, false, false, nil
+}
+
+// stampsBelow returns the range of a type's stamps that no activity entry
+// names, given what stampCut returned.
+func (m *Monitor) stampsBelow(typ string, cut int64, some bool) kv.Range {
+	r := m.q.k.stampType(typ).Range()
+	if some {
+		r.End = m.q.k.stamp(typ, cut)
+	}
+	return r
+}
+
+// dropStamps clears the stamps of read versions older than every activity
+// entry of a type: no running job's entry names them, and a renewal at
+// one of them that commits later writes its stamp again.
+func (m *Monitor) dropStamps(ctx context.Context, typ string) error {
+	return m.q.db.Transact(ctx, func(tx kv.Tx) error {
+		cut, some, ok, err := m.stampCut(tx, typ)
+		if err != nil || !ok {
+			return err
+		}
+		r := m.stampsBelow(typ, cut, some)
+		kvs, err := tx.Snapshot().GetRange(r, kv.RangeOptions{Limit: 1})
+		if err != nil || len(kvs) == 0 {
+			return err
+		}
+		tx.ClearRange(r)
+		return nil
+	})
 }
 
 // firstEntry returns the time of the first entry of sub, an index whose
@@ -576,6 +660,13 @@ func (m *Monitor) Sweep(ctx context.Context) (SweepStats, error) {
 		return nil
 	}); err != nil {
 		errs = append(errs, err)
+	}
+	for _, t := range types {
+		if t.err == nil {
+			if err := m.dropStamps(ctx, t.Name); err != nil {
+				errs = append(errs, err)
+			}
+		}
 	}
 	return st, errors.Join(errs...)
 }
@@ -744,13 +835,13 @@ func (m *Monitor) recycle(ctx context.Context, typ string, s TypeSettings, st *S
 					if rec.legacy || rec.ActiveVersion != at || rec.activityTimeoutMs() != g {
 						return false, nil
 					}
-					b, err := tx.Get(q.k.stamp(typ, id))
+					b, err := tx.Get(q.k.stamp(typ, at))
 					if err != nil {
 						return false, err
 					}
 					vs, ok := parseActivity(b)
 					if !ok {
-						return false, fmt.Errorf("fdbq: malformed activity stamp of %s/%s: %q", typ, id, b)
+						return false, fmt.Errorf("fdbq: malformed activity stamp of %s/%s at %d: %q", typ, id, at, b)
 					}
 					return vs.CommitVersion() <= sm.rv, nil
 				},

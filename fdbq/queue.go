@@ -112,8 +112,9 @@ const maxInlineRecord = 2048
 //
 // A running job keeps its activity entry while it stays running, unless
 // rec.renew asks for a new one (Accept, Heartbeat): then the entry is
-// keyed by this transaction's read version, and its value is the commit's
-// versionstamp, which the monitor compares with its own read versions.
+// keyed by this transaction's read version, and the stamp of that read
+// version gets the commit's versionstamp, which the monitor compares with
+// its own read versions.
 func (q *Queue) put(tx kv.Tx, typ, id string, old, rec *record) error {
 	return q.putFrom(tx, typ, id, old, rec, nil)
 }
@@ -159,7 +160,9 @@ func (q *Queue) putFrom(tx kv.Tx, typ, id string, old, rec *record, from []byte)
 	case Running:
 		if renew {
 			tx.Set(q.k.active(typ, rec.activityTimeoutMs(), rec.ActiveVersion, id), nil)
-			tx.SetVersionstampedValue(q.k.stamp(typ, id), activityValue[:])
+			if !rec.stampLater {
+				q.stamp(tx, typ, rec.ActiveVersion)
+			}
 		}
 	case Finished:
 		tx.Set(q.k.finished(typ, rec.FinishedAt, id), nil)
@@ -173,6 +176,12 @@ func (q *Queue) putFrom(tx kv.Tx, typ, id string, old, rec *record, from []byte)
 	tx.Set(q.k.job(typ, id), b)
 	tx.Add(q.k.change(typ), 1)
 	return nil
+}
+
+// stamp has the commit write its versionstamp to the stamp of the
+// renewals at read version rv, this transaction's.
+func (q *Queue) stamp(tx kv.Tx, typ string, rv int64) {
+	tx.SetVersionstampedValue(q.k.stamp(typ, rv), activityValue[:])
 }
 
 // activityValue is a renewal's stamp as written: a versionstamp
@@ -200,7 +209,6 @@ func (q *Queue) drop(tx kv.Tx, typ, id string, old *record) {
 	q.unindex(tx, typ, id, old)
 	tx.Add(q.k.count(typ, old.State), -1)
 	tx.Clear(q.k.job(typ, id))
-	tx.Clear(q.k.stamp(typ, id))
 	tx.Add(q.k.change(typ), 1)
 }
 

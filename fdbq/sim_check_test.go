@@ -774,6 +774,30 @@ func (s *sim) scan() {
 	}
 }
 
+// checkStampsCleared: with nothing running, one sweep leaves no stamp
+// (they would pile up otherwise). It runs after the last scan: the sweep
+// goes to the store directly, not through the commit log.
+func (s *sim) checkStampsCleared() {
+	ctx := context.Background()
+	m := fdbq.NewMonitor(fdbq.New(s.plain, fdbq.Options{}), fdbq.MonitorOptions{Logger: quietLog})
+	if _, err := m.Sweep(ctx); err != nil {
+		s.violate("counters", simJobRef{}, nil, "the last sweep: %v", err)
+		return
+	}
+	sub := tuple.FromBytes(fdbq.DefaultPrefix).Sub(13)
+	kvs, err := kv.ReadTransact(ctx, s.plain, func(tx kv.ReadTx) ([]kv.KeyValue, error) {
+		return tx.GetRange(sub.Range(), kv.RangeOptions{Limit: 10})
+	})
+	if err != nil {
+		s.violate("counters", simJobRef{}, nil, "reading the stamps: %v", err)
+		return
+	}
+	for _, e := range kvs {
+		t, _ := sub.Unpack(e.Key)
+		s.violate("counters", simJobRef{}, nil, "stamp %v left by a sweep with nothing running", t)
+	}
+}
+
 // scanEffects compares the workers' own writes in the store with the
 // commit log's.
 func (s *sim) scanEffects() error {
@@ -936,31 +960,40 @@ func scanStore(ctx context.Context, db *kv.DB, prefix []byte) (map[simJobRef]*fd
 				bad(job, "a record with %d index entries", indexed[job])
 			}
 		}
-		// A running job's renewal stamp: its commit came after the read
-		// version the entry is keyed by. A job that stopped running may
-		// keep its stamp; one that is gone may not.
+		// The stamp of a running job's renewal read version: as late as
+		// the renewal's commit, which came after that read version. Stamps
+		// of read versions no entry names any more may stay until a sweep.
 		stamps, svs, err := read(root.Sub(13))
 		if err != nil {
 			return err
 		}
-		stamped := map[simJobRef]bool{}
+		type typeVersion struct {
+			typ string
+			rv  int64
+		}
+		stampAt := map[typeVersion]int64{}
 		for i, t := range stamps {
-			job := simJobRef{t[0].(string), t[1].(string)}
-			stamped[job] = true
-			j := jobs[job]
+			typ, _ := t[0].(string)
+			rv, ok := t[1].(int64)
 			switch {
-			case j == nil:
-				bad(job, "a renewal stamp for no job")
-			case j.State != fdbq.Running:
+			case !ok || len(t) != 2:
+				bad(simJobRef{typ: typ}, "a stamp keyed %v", t)
 			case len(svs[i]) != 10:
-				bad(job, "a renewal stamp of %d bytes", len(svs[i]))
-			case kv.Versionstamp(svs[i]).CommitVersion() <= j.ActiveVersion:
-				bad(job, "renewal committed at %d, not after its read version %d", kv.Versionstamp(svs[i]).CommitVersion(), j.ActiveVersion)
+				bad(simJobRef{typ: typ}, "a stamp of %d bytes at read version %d", len(svs[i]), rv)
+			default:
+				stampAt[typeVersion{typ, rv}] = kv.Versionstamp(svs[i]).CommitVersion()
 			}
 		}
 		for job, j := range jobs {
-			if j.State == fdbq.Running && !stamped[job] {
-				bad(job, "a running job without a renewal stamp")
+			if j.State != fdbq.Running {
+				continue
+			}
+			cv, ok := stampAt[typeVersion{job.typ, j.ActiveVersion}]
+			switch {
+			case !ok:
+				bad(job, "a running job whose renewal's read version %d has no stamp", j.ActiveVersion)
+			case cv <= j.ActiveVersion:
+				bad(job, "renewal stamped at %d, not after its read version %d", cv, j.ActiveVersion)
 			}
 		}
 		counts, vs, err := read(root.Sub(7))

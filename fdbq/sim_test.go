@@ -478,6 +478,9 @@ func (s *sim) run() {
 		}
 	}
 	s.scan()
+	if s.settled() {
+		s.checkStampsCleared()
+	}
 }
 
 // settled: no job pending or running, no type paused.
@@ -867,9 +870,10 @@ func (s *sim) operatorStep(a *simActor) {
 		}
 		return
 	}
-	for typ := range p.paused {
-		// Paused for a while: resumed by the operator who paused it.
-		if s.rng.IntN(3) == 0 {
+	for _, typ := range simTypes {
+		// Paused for a while: resumed by the operator who paused it. (In
+		// the order of simTypes, not the map's, so that a seed replays.)
+		if p.paused[typ] && s.rng.IntN(3) == 0 {
 			delete(p.paused, typ)
 			s.do(a, "resume", typ, nil, nil, func(ctx context.Context) (string, error) {
 				return "ok", p.q.Resume(ctx, p.db, typ)
