@@ -397,7 +397,7 @@ func (m *Monitor) nextDue(ctx context.Context) (*monitorWait, error) {
 				return nil, err
 			}
 			// Stamps no entry names any more are cleared by a sweep.
-			if cut, some, ok, err := m.stampCut(snap, t.Name); err != nil {
+			if cut, some, ok, err := m.stampCut(snap, nil, t.Name); err != nil {
 				return nil, err
 			} else if ok {
 				kvs, err := snap.GetRange(m.stampsBelow(t.Name, cut, some), kv.RangeOptions{Limit: 1})
@@ -521,45 +521,82 @@ func (m *Monitor) activeGroups(tx kv.ReadTx, typ string) ([]int64, [][]byte, err
 }
 
 // stampCut returns the oldest read version of a type's activity entries
-// (none: the type has no entry), reading the first entries of each timeout
-// group. Read with conflicts, it makes a transaction fail if a renewal
-// at an older read version commits meanwhile: every such entry falls in
-// what it read, the part of a group before the group's first entry or
-// the gap between two groups. ok is false when it cannot tell: more than
-// maxGroups groups, or a group whose first activityWindow entries do not
-// parse.
-func (m *Monitor) stampCut(tx kv.ReadTx, typ string) (cut int64, some, ok bool, err error) {
+// (none: the type has no entry), from the first entry of each timeout
+// group, read from read. conflict, if not nil, gets the ranges in which a
+// renewal at an older read version would land: before each group's first
+// entry (with the gap since the last group) and after the last group. A
+// transaction that adds them as read conflicts fails if such a renewal
+// commits meanwhile, and only then: the writes at or after a first entry
+// (heartbeats of the oldest jobs, accepts) cannot lower the cut. Keys that
+// do not parse as an entry of fdbq's, and entries of no job, are passed
+// over (they name no stamp), up to a budget of reads. ok is false when it
+// cannot tell: more than maxGroups groups, or more than the budget of
+// such keys.
+func (m *Monitor) stampCut(read kv.ReadTx, conflict func(kv.Range), typ string) (cut int64, some, ok bool, err error) {
 	q := m.q
 	sub := q.k.activeType(typ)
 	r := sub.Range()
-	for range maxGroups {
-		kvs, err := tx.GetRange(r, kv.RangeOptions{Limit: activityWindow})
-		if err != nil || len(kvs) == 0 {
-			return cut, some, err == nil, err
+	from := r.Begin // where the current group's search began
+	groups := 0
+	for reads := 0; reads < 2*maxGroups+2; reads++ {
+		kvs, err := read.GetRange(r, kv.RangeOptions{Limit: activityWindow})
+		if err != nil {
+			return 0, false, false, err
 		}
-		g, found := int64(0), false
+		if len(kvs) == 0 {
+			if conflict != nil {
+				conflict(kv.Range{Begin: from, End: r.End})
+			}
+			return cut, some, true, nil
+		}
+		var head []byte
+		var g, rv int64
 		for _, e := range kvs {
-			t, err := sub.Unpack(e.Key)
-			if err != nil || len(t) != 3 {
+			var ok bool
+			var id string
+			if g, rv, id, ok = parseActiveEntry(sub, e.Key); !ok {
 				continue
 			}
-			tm, ok1 := t[0].(int64)
-			rv, ok2 := t[1].(int64)
-			_, ok3 := t[2].(string)
-			if ok1 && ok2 && ok3 {
-				if !some || rv < cut {
-					cut, some = rv, true
-				}
-				g, found = tm, true
+			b, err := read.Get(q.k.job(typ, id))
+			if err != nil {
+				return 0, false, false, err
+			}
+			if b != nil {
+				head = e.Key
 				break
 			}
 		}
-		if !found {
+		if head == nil {
+			r.Begin = kv.KeyAfter(kvs[len(kvs)-1].Key)
+			continue
+		}
+		if groups++; groups > maxGroups {
 			return 0, false, false, nil
 		}
+		if !some || rv < cut {
+			cut, some = rv, true
+		}
+		if conflict != nil {
+			conflict(kv.Range{Begin: from, End: head})
+		}
 		r.Begin = q.k.activeGroup(typ, g).Range().End
+		from = r.Begin
 	}
 	return 0, false, false, nil
+}
+
+// parseActiveEntry parses a key of the activity index as fdbq writes it:
+// (timeout_ms, read_version, id), timeout_ms in (0, maxTimeoutMs].
+func parseActiveEntry(sub tuple.Subspace, key []byte) (timeoutMs, rv int64, id string, ok bool) {
+	t, err := sub.Unpack(key)
+	if err != nil || len(t) != 3 {
+		return 0, 0, "", false
+	}
+	timeoutMs, ok1 := t[0].(int64)
+	rv, ok2 := t[1].(int64)
+	id, ok3 := t[2].(string)
+	ok = ok1 && ok2 && ok3 && timeoutMs > 0 && timeoutMs <= maxTimeoutMs
+	return timeoutMs, rv, id, ok
 }
 
 // stampsBelow returns the range of a type's stamps that no activity entry
@@ -577,7 +614,7 @@ func (m *Monitor) stampsBelow(typ string, cut int64, some bool) kv.Range {
 // one of them that commits later writes its stamp again.
 func (m *Monitor) dropStamps(ctx context.Context, typ string) error {
 	return m.q.db.Transact(ctx, func(tx kv.Tx) error {
-		cut, some, ok, err := m.stampCut(tx, typ)
+		cut, some, ok, err := m.stampCut(tx.Snapshot(), tx.AddReadConflictRange, typ)
 		if err != nil || !ok {
 			return err
 		}
@@ -661,10 +698,12 @@ func (m *Monitor) Sweep(ctx context.Context) (SweepStats, error) {
 	}); err != nil {
 		errs = append(errs, err)
 	}
+	// Clearing stamps is housekeeping: one that fails is tried again at
+	// the next sweep, and slows no recycling down.
 	for _, t := range types {
 		if t.err == nil {
-			if err := m.dropStamps(ctx, t.Name); err != nil {
-				errs = append(errs, err)
+			if err := m.dropStamps(ctx, t.Name); err != nil && ctx.Err() == nil {
+				m.opts.Logger.Warn("fdbq: activity monitor could not clear stamps", "type", t.Name, "err", err)
 			}
 		}
 	}
