@@ -344,6 +344,7 @@ func (q *Queue) acceptTx(tx kv.Tx, typ string, o AcceptOptions, lock string, cla
 	// be taken (its record does not decode) is passed over, and another
 	// is picked in its place from the candidates not tried yet.
 	left := w.cands
+	token := newStampToken()
 	var keys [][]byte
 	ids := make([]string, 0, o.Max)
 	for len(res.leases) < o.Max && len(left) > 0 {
@@ -362,7 +363,7 @@ func (q *Queue) acceptTx(tx kv.Tx, typ string, o AcceptOptions, lock string, cla
 		}
 		skipped := 0
 		for _, c := range cands {
-			l, err := q.take(tx, typ, c, lock, now, s)
+			l, err := q.take(tx, typ, c, lock, token, now, s)
 			if err != nil {
 				if !errors.Is(err, errUnreadable) {
 					return nil, err
@@ -399,7 +400,7 @@ func (q *Queue) acceptTx(tx kv.Tx, typ string, o AcceptOptions, lock string, cla
 		if err != nil {
 			return nil, err
 		}
-		q.stamp(tx, typ, rv)
+		q.stamp(tx, typ, rv, token)
 	}
 	if len(res.leases) > 0 || !wait || res.groupWake != nil {
 		return res, nil
@@ -427,7 +428,7 @@ var errUnreadable = errors.New("fdbq: pending job cannot be taken")
 // take makes candidate c running under lock, or returns nil when its
 // record is no longer pending, or an error wrapping errUnreadable when it
 // cannot be taken.
-func (q *Queue) take(tx kv.Tx, typ string, c candidate, lock string, now int64, s TypeSettings) (*Lease, error) {
+func (q *Queue) take(tx kv.Tx, typ string, c candidate, lock string, token, now int64, s TypeSettings) (*Lease, error) {
 	// The read conflict is on the job's record, which changes whenever
 	// the job does; an accept's move of its entry to the other index,
 	// which leaves the record as it is, has a write conflict on it.
@@ -464,7 +465,7 @@ func (q *Queue) take(tx kv.Tx, typ string, c candidate, lock string, now int64, 
 	next.Attempts++
 	next.StartedAt, next.HeartbeatAt = now, now
 	next.ExpiresAt = now + s.ActivityTimeout.Milliseconds()
-	next.renew, next.stampLater = true, true // acceptTx stamps once
+	next.renew, next.stampToken = true, token // acceptTx stamps once
 	next.Error = ""
 	// A new lock: an exit recorded by an earlier lock must not let that
 	// lock's late retries pass as idempotent replays.

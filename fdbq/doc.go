@@ -84,12 +84,13 @@
 //	                                      indexed, earliest first, then highest priority; the value
 //	                                      as in the ready index
 //	(P, 12, type, timeout_ms, read_version, id)
-//	                                      ""   running jobs by the activity timeout their last renewal
-//	                                      (Accept, Heartbeat) gave them, then by the read version of that
-//	                                      renewal's transaction, which the record keeps
-//	(P, 13, type, read_version)           versionstamp of the last renewal at that read version
-//	                                      (versionstamped value), read by the monitor alone, which
-//	                                      clears those older than every running job's entry
+//	                                      token (8 bytes) of the renewal's stamp: running jobs by the
+//	                                      activity timeout their last renewal (Accept, Heartbeat) gave
+//	                                      them, then by the read version of that renewal's transaction,
+//	                                      which the record keeps
+//	(P, 13, type, read_version, token)    versionstamp of a renewing transaction's commit (versionstamped
+//	                                      value), read by the monitor alone, which clears those older
+//	                                      than every running job's entry
 //
 // Every state change goes through one function that rewrites the record
 // and moves its index entry and counters together, so the indexes never
@@ -118,10 +119,10 @@
 //   - Accept and Heartbeat renew a job's activity: its entry in (P, 12) is
 //     keyed by their transaction's read version (known inside it, so the
 //     next renewal or the job's end clears it exactly, also within the
-//     same transaction), and the stamp of that read version in (P, 13)
-//     gets the commit's versionstamp. Renewals at one read version share
-//     the stamp, the last commit's, so it is at least each one's commit
-//     version; an accept of many jobs writes it once.
+//     same transaction), and it names, by that read version and a random
+//     token, a stamp in (P, 13) that gets the commit's versionstamp. One
+//     stamp serves every job a transaction renews, so an accept of many
+//     jobs writes one.
 //   - Each transaction of the monitor notes its read version v and then
 //     the time t of its own clock (MonitorOptions.Clock, monotonic): every
 //     commit at a version at most v had happened by t.

@@ -117,9 +117,9 @@ type record struct {
 	legacy bool
 	// renew asks put for a new activity entry (Accept, Heartbeat).
 	renew bool
-	// stampLater: the caller writes the stamp of the renewal's read
-	// version itself, once for every job it renews in the transaction.
-	stampLater bool
+	// stampToken, if not 0, names the stamp the caller writes itself,
+	// once for every job it renews in the transaction (see putFrom).
+	stampToken int64
 }
 
 // activityTimeoutMs is the activity timeout, in ms, the job's last

@@ -30,7 +30,7 @@ const (
 	tagSchedule = 11
 	// tagActive: running jobs by the read version of their last renewal.
 	tagActive = 12
-	// tagStamp: the versionstamp of the renewals at a read version.
+	// tagStamp: the versionstamp of a renewing transaction.
 	tagStamp = 13
 )
 
@@ -183,15 +183,21 @@ func (k keys) active(typ string, timeoutMs, version int64, id string) []byte {
 
 func (k keys) activeType(typ string) tuple.Subspace { return k.root.Sub(tagActive, typ) }
 
-// stamp holds the versionstamp of the last commit among a type's
-// renewals (Accept, Heartbeat) at one read version: a renewal writes it
-// in the transaction that keys the job's activity entry by that read
-// version, so it is at least the commit version of every entry keyed
-// so, and one accept of many jobs writes one. It is apart from the
-// entries so that the index reads as any other (a transaction cannot
-// read a versionstamped value it wrote: accessed_unreadable). The monitor
+// stamp holds the versionstamp of one renewing transaction's commit
+// (Accept, Heartbeat): keyed by its read version, which keys the
+// activity entries it wrote, and a token of its own, which those entries
+// hold, so one accept of many jobs writes one. It is apart from the
+// entries so that the index reads as any other (a transaction cannot read
+// a versionstamped value it wrote: accessed_unreadable). The monitor
 // clears the stamps below its entries' oldest read version.
-func (k keys) stamp(typ string, version int64) []byte {
+func (k keys) stamp(typ string, version, token int64) []byte {
+	p := k.of(typ).stamp
+	return appendInt(appendInt(append(make([]byte, 0, len(p)+18), p...), version), token)
+}
+
+// stampsBefore is where the stamps of read versions from version on
+// begin.
+func (k keys) stampsBefore(typ string, version int64) []byte {
 	p := k.of(typ).stamp
 	return appendInt(append(make([]byte, 0, len(p)+9), p...), version)
 }

@@ -3,6 +3,7 @@ package fdbq_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -258,7 +259,7 @@ func TestLimitsMonitorSkipsWhatItCannotRead(t *testing.T) {
 			return len(bad)
 		}, 2, "malformed index entry"},
 		{"malformed activity stamp", func(tx kv.Tx, _ int64) int {
-			// The stamps of the read versions of x's and y's accepts,
+			// The stamps of x's and y's accepts (named by their entries),
 			// values that are no versionstamp.
 			sub := root.Sub(activeTag, "email")
 			kvs, err := tx.GetRange(sub.Range(), kv.RangeOptions{})
@@ -272,7 +273,8 @@ func TestLimitsMonitorSkipsWhatItCannotRead(t *testing.T) {
 					t.Fatal(err)
 				}
 				if id := k[2].(string); id == "x" || id == "y" {
-					tx.Set(root.MustPack(tuple.Tuple{stampTag, "email", k[1].(int64)}), []byte("short"))
+					token := int64(binary.BigEndian.Uint64(e.Value))
+					tx.Set(root.MustPack(tuple.Tuple{stampTag, "email", k[1].(int64), token}), []byte("short"))
 					n++
 				}
 			}

@@ -461,7 +461,11 @@ func (m *Monitor) activityDue(snap kv.ReadTx, t sweepType, clock time.Time, w *m
 			if !ok {
 				continue
 			}
-			b, err := snap.Get(q.k.stamp(t.Name, at))
+			key, ok := q.k.stampOf(t.Name, at, e.Value)
+			if !ok {
+				continue
+			}
+			b, err := snap.Get(key)
 			if err != nil {
 				return err
 			}
@@ -604,7 +608,7 @@ func parseActiveEntry(sub tuple.Subspace, key []byte) (timeoutMs, rv int64, id s
 func (m *Monitor) stampsBelow(typ string, cut int64, some bool) kv.Range {
 	r := m.q.k.stampType(typ).Range()
 	if some {
-		r.End = m.q.k.stamp(typ, cut)
+		r.End = m.q.k.stampsBefore(typ, cut)
 	}
 	return r
 }
@@ -874,7 +878,11 @@ func (m *Monitor) recycle(ctx context.Context, typ string, s TypeSettings, st *S
 					if rec.legacy || rec.ActiveVersion != at || rec.activityTimeoutMs() != g {
 						return false, nil
 					}
-					b, err := tx.Get(q.k.stamp(typ, at))
+					key, ok := q.k.stampOf(typ, at, e.Value)
+					if !ok {
+						return false, fmt.Errorf("fdbq: malformed activity entry of %s/%s: value %q", typ, id, e.Value)
+					}
+					b, err := tx.Get(key)
 					if err != nil {
 						return false, err
 					}

@@ -3,11 +3,13 @@ package fdbq
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math"
+	mrand "math/rand/v2"
 	"time"
 
 	"github.com/jobstage/jobstage/kv"
@@ -112,9 +114,10 @@ const maxInlineRecord = 2048
 //
 // A running job keeps its activity entry while it stays running, unless
 // rec.renew asks for a new one (Accept, Heartbeat): then the entry is
-// keyed by this transaction's read version, and the stamp of that read
-// version gets the commit's versionstamp, which the monitor compares with
-// its own read versions.
+// keyed by this transaction's read version and holds the token of the
+// stamp that gets the commit's versionstamp, which the monitor compares
+// with its own read versions (rec.stampToken: the caller writes that
+// stamp, once for all it renews).
 func (q *Queue) put(tx kv.Tx, typ, id string, old, rec *record) error {
 	return q.putFrom(tx, typ, id, old, rec, nil)
 }
@@ -159,10 +162,12 @@ func (q *Queue) putFrom(tx kv.Tx, typ, id string, old, rec *record, from []byte)
 		tx.Add(q.k.watch(typ), 1)
 	case Running:
 		if renew {
-			tx.Set(q.k.active(typ, rec.activityTimeoutMs(), rec.ActiveVersion, id), nil)
-			if !rec.stampLater {
-				q.stamp(tx, typ, rec.ActiveVersion)
+			token := rec.stampToken
+			if token == 0 {
+				token = newStampToken()
+				q.stamp(tx, typ, rec.ActiveVersion, token)
 			}
+			tx.Set(q.k.active(typ, rec.activityTimeoutMs(), rec.ActiveVersion, id), stampTokenValue(token))
 		}
 	case Finished:
 		tx.Set(q.k.finished(typ, rec.FinishedAt, id), nil)
@@ -178,10 +183,28 @@ func (q *Queue) putFrom(tx kv.Tx, typ, id string, old, rec *record, from []byte)
 	return nil
 }
 
-// stamp has the commit write its versionstamp to the stamp of the
-// renewals at read version rv, this transaction's.
-func (q *Queue) stamp(tx kv.Tx, typ string, rv int64) {
-	tx.SetVersionstampedValue(q.k.stamp(typ, rv), activityValue[:])
+// stamp has the commit write its versionstamp to the stamp (rv, token):
+// rv is this transaction's read version, token one that no other
+// transaction uses, so the stamp holds this commit's version exactly.
+func (q *Queue) stamp(tx kv.Tx, typ string, rv, token int64) {
+	tx.SetVersionstampedValue(q.k.stamp(typ, rv, token), activityValue[:])
+}
+
+// newStampToken returns a random token for a transaction's stamp (> 0).
+func newStampToken() int64 { return int64(mrand.Uint64()>>1) | 1 }
+
+// stampTokenValue is an activity entry's value: its stamp's token.
+func stampTokenValue(token int64) []byte {
+	return binary.BigEndian.AppendUint64(nil, uint64(token))
+}
+
+// stampOf returns the key of the stamp an activity entry at read version
+// rv with value v names; ok is false when v is no token.
+func (k keys) stampOf(typ string, rv int64, v []byte) ([]byte, bool) {
+	if len(v) != 8 {
+		return nil, false
+	}
+	return k.stamp(typ, rv, int64(binary.BigEndian.Uint64(v))), true
 }
 
 // activityValue is a renewal's stamp as written: a versionstamp

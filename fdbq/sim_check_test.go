@@ -2,6 +2,7 @@ package fdbq_test
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"reflect"
 	"slices"
@@ -902,6 +903,7 @@ func scanStore(ctx context.Context, db *kv.DB, prefix []byte) (map[simJobRef]*fd
 			byState[typeState{job.typ, j.State}]++
 		}
 		indexed := map[simJobRef]int{}
+		activeValue := map[simJobRef][]byte{}
 		for _, ix := range []struct {
 			tag   int
 			state fdbq.State
@@ -947,6 +949,7 @@ func scanStore(ctx context.Context, db *kv.DB, prefix []byte) (map[simJobRef]*fd
 						bad(job, "running entry of timeout %d ms, record of %d", t[1].(int64), j.ActiveTimeoutMs)
 					}
 					at, want = t[2].(int64), j.ActiveVersion
+					activeValue[job] = vs[i]
 				case fdbq.Finished:
 					at, want = t[1].(int64), j.FinishedAt.UnixMilli()
 				}
@@ -960,38 +963,52 @@ func scanStore(ctx context.Context, db *kv.DB, prefix []byte) (map[simJobRef]*fd
 				bad(job, "a record with %d index entries", indexed[job])
 			}
 		}
-		// The stamp of a running job's renewal read version: as late as
-		// the renewal's commit, which came after that read version. Stamps
-		// of read versions no entry names any more may stay until a sweep.
+		// The stamp a running job's activity entry names (by its read
+		// version and the token in its value): its renewal's commit,
+		// which came after that read version. Stamps no entry names any
+		// more may stay until a sweep.
 		stamps, svs, err := read(root.Sub(13))
 		if err != nil {
 			return err
 		}
-		type typeVersion struct {
-			typ string
-			rv  int64
+		type stampKey struct {
+			typ       string
+			rv, token int64
 		}
-		stampAt := map[typeVersion]int64{}
+		stampAt := map[stampKey]int64{}
 		for i, t := range stamps {
 			typ, _ := t[0].(string)
-			rv, ok := t[1].(int64)
+			var rv, token int64
+			ok := len(t) == 3
+			if ok {
+				rv, ok = t[1].(int64)
+			}
+			if ok {
+				token, ok = t[2].(int64)
+			}
 			switch {
-			case !ok || len(t) != 2:
+			case !ok:
 				bad(simJobRef{typ: typ}, "a stamp keyed %v", t)
 			case len(svs[i]) != 10:
 				bad(simJobRef{typ: typ}, "a stamp of %d bytes at read version %d", len(svs[i]), rv)
 			default:
-				stampAt[typeVersion{typ, rv}] = kv.Versionstamp(svs[i]).CommitVersion()
+				stampAt[stampKey{typ, rv, token}] = kv.Versionstamp(svs[i]).CommitVersion()
 			}
 		}
 		for job, j := range jobs {
 			if j.State != fdbq.Running {
 				continue
 			}
-			cv, ok := stampAt[typeVersion{job.typ, j.ActiveVersion}]
+			v := activeValue[job]
+			if len(v) != 8 {
+				bad(job, "a running job's activity entry holds %q, no stamp token", v)
+				continue
+			}
+			token := int64(binary.BigEndian.Uint64(v))
+			cv, ok := stampAt[stampKey{job.typ, j.ActiveVersion, token}]
 			switch {
 			case !ok:
-				bad(job, "a running job whose renewal's read version %d has no stamp", j.ActiveVersion)
+				bad(job, "a running job whose renewal (read version %d, token %d) has no stamp", j.ActiveVersion, token)
 			case cv <= j.ActiveVersion:
 				bad(job, "renewal stamped at %d, not after its read version %d", cv, j.ActiveVersion)
 			}
