@@ -90,6 +90,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		}),
 		fdbq.MonitorModule,
 		pipeline.Module,
+		fx.Invoke(warnBadTypeNames),
 		fx.Invoke(s.serveHTTP),
 		fx.Populate(&s.q),
 	}
