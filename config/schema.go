@@ -148,8 +148,8 @@ var schema = object("", "",
 			byDefault(DefaultListen),
 		object("tokens", "Bearer tokens and the role each grants. With none, every request is allowed and the API serves only on loopback.",
 			leaf("name", "Names the token in logs. Required, unique."),
-			leaf("role", "`admin` (everything), `producer` (enqueue and inspect jobs) or `worker` (accept, heartbeat, finish and fail jobs). Required.").
-				oneOf(RoleAdmin, RoleProducer, RoleWorker),
+			leaf("role", "`admin` (everything), `producer` (enqueue and inspect jobs), `worker` (accept, heartbeat, finish and fail jobs) or `metrics` (read the metrics endpoint, nothing else: a scraper's token). Required.").
+				oneOf(RoleAdmin, RoleProducer, RoleWorker, RoleMetrics),
 			leaf("value_env", "Environment variable that holds the secret. Exactly one of `value_env` and `value_file`."),
 			leaf("value_file", "File that holds the secret; surrounding whitespace is dropped."),
 		).rejecting("value", "inline secrets are not allowed; put the token in an environment variable (value_env) or a file (value_file)"),
@@ -161,7 +161,7 @@ var schema = object("", "",
 			byDefault(num(DefaultMaxBodyBytes)).atLeast(1),
 	),
 	object("metrics", "Prometheus metrics.",
-		leaf("path", "Path of the metrics endpoint on the HTTP API's listener. An explicit empty string (`\"\"`) turns it off.").
+		leaf("path", "Path of the metrics endpoint on the HTTP API's listener. An explicit empty string (`\"\"`) turns it off: no route is served. With `http.tokens` the endpoint needs an `admin` or `metrics` token (the metrics name every type and pipeline and show the traffic); without tokens it is open to loopback clients, like the whole API.").
 			byDefault(DefaultMetricsPath),
 	),
 	object("logging", "Logs (log/slog), on standard error.",

@@ -279,7 +279,7 @@ func (d *decoder) validateHTTP(h *HTTP) {
 			names[t.Name] = i
 		}
 		if t.Role == "" && d.fine("http", "tokens", strconv.Itoa(i), "role") {
-			at("missing role: one of admin, producer, worker")
+			at("missing role: one of admin, producer, worker, metrics")
 		}
 		switch {
 		case t.ValueEnv != "" && t.ValueFile != "":
