@@ -120,8 +120,8 @@ func New(q *fdbq.Queue, o Options) (*Server, error) {
 	if s.o.MetricsPath == "" {
 		s.o.MetricsPath = "/metrics"
 	}
-	if !strings.HasPrefix(s.o.MetricsPath, "/") || strings.ContainsAny(s.o.MetricsPath, " {}") {
-		return nil, fmt.Errorf("httpapi: metrics path %q must start with / and hold no spaces or braces", s.o.MetricsPath)
+	if err := CheckMetricsPath(s.o.MetricsPath); err != nil {
+		return nil, err
 	}
 	seen := map[[sha256.Size]byte]string{}
 	for i, t := range o.Tokens {
