@@ -354,7 +354,7 @@ func TestLintRefusesWhatServeRefuses(t *testing.T) {
 	}
 	cases := []struct{ src, want string }{
 		{"types: {t: {}}\npipelines:\n  p:\n    type: t\n    handler: {exec: {command: [cat], max_output: 1000000}}\n",
-			"f.yaml:5:15: pipelines.p.handler.exec: exec: max output 1000000 is above"},
+			"f.yaml:5:50: pipelines.p.handler.exec.max_output: must be at most 90000, the limit a job's data, result and error share, got 1000000"},
 		{"http:\n  tls: {cert_file: " + notKey + ", key_file: " + notKey + "}\n",
 			"f.yaml:2:3: http.tls: not a usable certificate and key: "},
 	}
