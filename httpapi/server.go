@@ -69,7 +69,9 @@ type Options struct {
 	OnAccept func(leases []*fdbq.Lease)
 	// OnOutcome, when set, is called after an external worker's finish
 	// ("succeeded") or fail committed: "retried" when the job will run
-	// again, "failed" when it finished failed.
+	// again, "failed" when it finished failed. A finish or fail sent again
+	// with the same lock (a retry after a lost answer), which answers 204
+	// and changes nothing, is not an outcome: it is not reported.
 	OnOutcome func(typ, outcome string)
 }
 

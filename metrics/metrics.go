@@ -203,7 +203,8 @@ func (m *Metrics) accept(l *fdbq.Lease, now time.Time) {
 // ExternalOutcome counts what an external worker's finish or fail did
 // (httpapi.Options.OnOutcome): "succeeded", "failed" (the job finished
 // failed) or "retried" (a failed attempt whose job will run again, counted
-// as a failed attempt and a retry).
+// as a failed attempt and a retry). The HTTP API reports each attempt's
+// end once: a finish or fail an external worker sends again is not counted.
 func (m *Metrics) ExternalOutcome(typ, outcome string) {
 	if m == nil {
 		return

@@ -1,12 +1,15 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/jobstage/jobstage/httpapi"
 )
 
 // get answers a GET of url with the bearer token (none if empty): the
@@ -85,6 +88,42 @@ func TestMetricsToken(t *testing.T) {
 		}
 		if code == http.StatusOK && !strings.Contains(body, `jobstage_jobs_pending{type="echo"} 0`) {
 			t.Errorf("GET %s with %q: no metrics: %.200s", c.path, c.token, body)
+		}
+	}
+}
+
+// An external worker's finish and fail sent again with the same lock count
+// once in the metrics.
+func TestMetricsCountReplayedOutcomesOnce(t *testing.T) {
+	cfg := parse(t, fmt.Sprintf("store: {path: %s}\ntypes:\n  report: {retry: {max_attempts: 1}}\nhttp: {listen: 127.0.0.1:0}\n", filepath.Join(t.TempDir(), "data")), nil)
+	s := start(t, cfg)
+	base := "http://" + s.Addr()
+	ctx := context.Background()
+	c := httpapi.NewClient(base, "", nil)
+	for _, id := range []string{"a", "b"} {
+		if _, err := c.Enqueue(ctx, "report", httpapi.NewJob{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ls, err := c.Accept(ctx, "report", httpapi.AcceptRequest{Max: 2})
+	if err != nil || len(ls) != 2 {
+		t.Fatalf("accept: %v %v", ls, err)
+	}
+	for range 3 {
+		if err := c.Finish(ctx, ls[0], nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Fail(ctx, ls[1], "no"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, body := get(t, base+"/metrics", "")
+	for _, want := range []string{
+		`jobstage_jobs_finished_total{outcome="succeeded",type="report"} 1`,
+		`jobstage_jobs_finished_total{outcome="failed",type="report"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
 		}
 	}
 }
