@@ -153,12 +153,14 @@ const (
 	RoleAdmin    = "admin"
 	RoleProducer = "producer"
 	RoleWorker   = "worker"
+	RoleMetrics  = "metrics"
 )
 
 // Token is a bearer token and the role it grants.
 type Token struct {
 	Name string `yaml:"name"`
-	// Role is RoleAdmin, RoleProducer or RoleWorker.
+	// Role is RoleAdmin, RoleProducer, RoleWorker or RoleMetrics (the
+	// metrics endpoint only: a scraper's token).
 	Role string `yaml:"role"`
 	// Value is the secret, read from ValueEnv or ValueFile; it is never
 	// written in the file itself.
@@ -180,6 +182,8 @@ type TLS struct {
 type Metrics struct {
 	// Path serves the metrics on the HTTP API's listener; default
 	// DefaultMetricsPath. An explicit empty string turns the endpoint off.
+	// With tokens configured the endpoint needs an admin or a metrics
+	// token; without, it is open to loopback clients, like the API.
 	Path string `yaml:"path"`
 }
 

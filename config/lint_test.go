@@ -202,11 +202,11 @@ var lintCases = []struct {
 			"f.yaml:3:7: http.tokens.0: missing secret: set value_env (an environment variable) or value_file (a file)",
 			"f.yaml:3:30: http.tokens.0.value: inline secrets are not allowed; put the token in an environment variable (value_env) or a file (value_file)",
 			`f.yaml:4:14: http.tokens.1.name: duplicate token name "a" (also http.tokens.0)`,
-			`f.yaml:4:23: http.tokens.1.role: unknown value "boss"; one of admin, producer, worker`,
+			`f.yaml:4:23: http.tokens.1.role: unknown value "boss"; one of admin, producer, worker, metrics`,
 			"f.yaml:4:40: http.tokens.1.value_env: environment variable UNSET_TOKEN is not set",
 			"f.yaml:5:7: http.tokens.2: missing name",
 			"f.yaml:5:7: http.tokens.2: set one of value_env and value_file, not both",
-			"f.yaml:6:7: http.tokens.3: missing role: one of admin, producer, worker",
+			"f.yaml:6:7: http.tokens.3: missing role: one of admin, producer, worker, metrics",
 			"f.yaml:6:28: http.tokens.3.value_env: environment variable EMPTY_TOKEN is empty",
 			"f.yaml:8:7: http.tokens.5: same secret as http.tokens.4; each token needs its own",
 		},
@@ -354,7 +354,7 @@ func TestLintRefusesWhatServeRefuses(t *testing.T) {
 	}
 	cases := []struct{ src, want string }{
 		{"types: {t: {}}\npipelines:\n  p:\n    type: t\n    handler: {exec: {command: [cat], max_output: 1000000}}\n",
-			"f.yaml:5:15: pipelines.p.handler.exec: exec: max output 1000000 is above"},
+			"f.yaml:5:50: pipelines.p.handler.exec.max_output: must be at most 90000, the limit a job's data, result and error share, got 1000000"},
 		{"http:\n  tls: {cert_file: " + notKey + ", key_file: " + notKey + "}\n",
 			"f.yaml:2:3: http.tls: not a usable certificate and key: "},
 	}

@@ -4,16 +4,21 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/handlers"
+	"github.com/jobstage/jobstage/httpapi"
 )
 
 // validate checks what the schema's per-key rules cannot: rules between
@@ -173,30 +178,88 @@ func (d *decoder) validatePipeline(c *Config, name string, p *Pipeline) {
 	}
 }
 
+// validateExec reports every problem of an exec handler that serve or
+// its first job would hit, each at its key: one does not hide another.
 func (d *decoder) validateExec(name string, e *ExecHandler) {
 	path := []string{"pipelines", name, "handler", "exec"}
+	at := func(msg string, sub ...string) { d.at(msg, append(slices.Clone(path), sub...)...) }
 	before := len(d.probs)
+	dirOK := d.fine(append(slices.Clone(path), "dir")...)
+	if e.Dir != "" && dirOK {
+		if fi, err := os.Stat(e.Dir); err != nil {
+			dirOK = false
+			at(fmt.Sprintf("cannot use the working directory: %v", err), "dir")
+		} else if !fi.IsDir() {
+			dirOK = false
+			at(fmt.Sprintf("%s is not a directory", e.Dir), "dir")
+		}
+	}
 	switch {
-	case len(e.Command) == 0 && d.fine(append(path, "command")...):
-		d.at(`missing command: the program and its arguments, such as ["cat"]`, append(path, "command")...)
-	case len(e.Command) > 0 && e.Command[0] == "":
-		d.at("empty program name", append(path, "command", "0")...)
+	case len(e.Command) == 0 && d.fine(append(slices.Clone(path), "command")...):
+		at(`missing command: the program and its arguments, such as ["cat"]`, "command")
+	case len(e.Command) == 0:
+	case e.Command[0] == "":
+		at("empty program name", "command", "0")
+	default:
+		if err := checkProgram(e.Command[0], e.Dir, dirOK); err != nil {
+			at(err.Error(), "command", "0")
+		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(e.Env)) {
-		if k == "" || strings.ContainsAny(k, "=\x00") {
-			d.at(fmt.Sprintf("bad environment variable name %q", k), append(path, "env", k)...)
+		switch {
+		case k == "" || strings.ContainsAny(k, "=\x00"):
+			at(fmt.Sprintf("bad environment variable name %q", k), "env", k)
+		case strings.ContainsRune(e.Env[k], 0):
+			at("the value contains a NUL byte, which no environment can hold", "env", k)
 		}
+	}
+	if e.MaxOutput > fdbq.MaxDataSize {
+		at(fmt.Sprintf("must be at most %d, the limit a job's data, result and error share, got %d", fdbq.MaxDataSize, e.MaxOutput), "max_output")
 	}
 	clean := len(d.probs) == before && len(e.Command) > 0
 	for _, k := range []string{"command", "dir", "env", "max_output"} {
-		clean = clean && d.fine(append(path, k)...)
+		clean = clean && d.fine(append(slices.Clone(path), k)...)
 	}
 	if clean {
-		// What serve would refuse when it builds the handler.
+		// Whatever else serve would refuse when it builds the handler.
 		if _, err := handlers.Exec(handlers.ExecOptions{Command: e.Command, Dir: e.Dir, Env: e.Env, MaxOutput: e.MaxOutput}); err != nil {
 			d.at(strings.TrimPrefix(err.Error(), "handlers: "), path...)
 		}
 	}
+}
+
+// checkProgram reports why an exec handler could not start prog in dir,
+// as its first job would find out: a bare name is looked up in $PATH (as
+// serve does at start), a path is taken as is, relative to dir when dir is
+// set (dirOK: dir is usable; else a relative path is not checked).
+func checkProgram(prog, dir string, dirOK bool) error {
+	file, where := prog, ""
+	if strings.Contains(prog, "/") && !filepath.IsAbs(prog) && dir != "" {
+		if !dirOK {
+			return nil
+		}
+		file, where = filepath.Join(dir, prog), " (in dir "+dir+")"
+	}
+	_, err := exec.LookPath(file)
+	if err == nil {
+		return nil
+	}
+	var ee *exec.Error
+	if errors.As(err, &ee) {
+		err = ee.Err
+	}
+	if errors.Is(err, exec.ErrNotFound) && !strings.Contains(prog, "/") {
+		return fmt.Errorf("cannot run %q: not found in $PATH", prog)
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		err = errors.New("no such file")
+	case errors.Is(err, fs.ErrPermission):
+		err = errors.New("not executable (permission denied)")
+	case errors.Is(err, syscall.EISDIR):
+		err = errors.New("a directory")
+	}
+	return fmt.Errorf("cannot run %q%s: %v", prog, where, err)
 }
 
 func (d *decoder) validateHTTPHandler(name string, h *HTTPHandler) {
@@ -279,7 +342,7 @@ func (d *decoder) validateHTTP(h *HTTP) {
 			names[t.Name] = i
 		}
 		if t.Role == "" && d.fine("http", "tokens", strconv.Itoa(i), "role") {
-			at("missing role: one of admin, producer, worker")
+			at("missing role: one of admin, producer, worker, metrics")
 		}
 		switch {
 		case t.ValueEnv != "" && t.ValueFile != "":
@@ -350,5 +413,10 @@ func (d *decoder) validateMetrics(m *Metrics) {
 		d.at(fmt.Sprintf("%q must start with /", p), "metrics", "path")
 	case p == "/" || p == "/healthz" || p == "/readyz" || p == "/v1" || strings.HasPrefix(p, "/v1/"):
 		d.at(fmt.Sprintf("%q is taken by the HTTP API", p), "metrics", "path")
+	default:
+		// What serve would refuse when it registers the route.
+		if err := httpapi.CheckMetricsPath(p); err != nil {
+			d.at(strings.TrimPrefix(err.Error(), "httpapi: metrics path "), "metrics", "path")
+		}
 	}
 }

@@ -17,6 +17,7 @@ var testTokens = []httpapi.Token{
 	{Name: "ops", Role: httpapi.RoleAdmin, Secret: "admin-secret"},
 	{Name: "shop", Role: httpapi.RoleProducer, Secret: "producer-secret"},
 	{Name: "mailer", Role: httpapi.RoleWorker, Secret: "worker-secret"},
+	{Name: "prometheus", Role: httpapi.RoleMetrics, Secret: "metrics-secret"},
 }
 
 func TestAuth(t *testing.T) {
@@ -28,7 +29,7 @@ func TestAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Public routes need no token.
-	for _, p := range []string{"/healthz", "/readyz", "/metrics", "/v1/openapi.yaml"} {
+	for _, p := range []string{"/healthz", "/readyz", "/v1/openapi.yaml"} {
 		if a := e.do("GET", p, "", ""); a.status != 200 {
 			t.Fatalf("GET %s without a token: %d", p, a.status)
 		}
@@ -59,29 +60,30 @@ func TestAuth(t *testing.T) {
 		no  = 403
 	)
 	for _, tc := range []struct {
-		method, path, body string
-		producer, worker   int
+		method, path, body        string
+		producer, worker, metrics int
 	}{
-		{"POST", "/v1/types/email/jobs", `{"id":"r"}`, yes, no},
-		{"GET", "/v1/types/email/jobs", ``, yes, no},
-		{"GET", "/v1/types/email/jobs/r", ``, yes, yes},
-		{"GET", "/v1/types/email/jobs/r/wait?timeout=0s", ``, yes, no},
-		{"POST", "/v1/types/email/jobs/r/cancel", ``, yes, no},
-		{"POST", "/v1/types/email/jobs/r/requeue", ``, yes, no},
-		{"GET", "/v1/types", ``, yes, yes},
-		{"POST", "/v1/types/email/accept", `{}`, no, yes},
-		{"POST", "/v1/types/email/jobs/r/heartbeat", `{"lock":"l"}`, no, yes},
-		{"POST", "/v1/types/email/jobs/r/finish", `{"lock":"l"}`, no, yes},
-		{"POST", "/v1/types/email/jobs/r/fail", `{"lock":"l"}`, no, yes},
-		{"DELETE", "/v1/types/email/jobs/r", ``, no, no},
-		{"PUT", "/v1/types/email", `{}`, no, no},
-		{"POST", "/v1/types/email/pause", ``, no, no},
-		{"POST", "/v1/types/email/resume", ``, no, no},
+		{"POST", "/v1/types/email/jobs", `{"id":"r"}`, yes, no, no},
+		{"GET", "/v1/types/email/jobs", ``, yes, no, no},
+		{"GET", "/v1/types/email/jobs/r", ``, yes, yes, no},
+		{"GET", "/v1/types/email/jobs/r/wait?timeout=0s", ``, yes, no, no},
+		{"POST", "/v1/types/email/jobs/r/cancel", ``, yes, no, no},
+		{"POST", "/v1/types/email/jobs/r/requeue", ``, yes, no, no},
+		{"GET", "/v1/types", ``, yes, yes, no},
+		{"POST", "/v1/types/email/accept", `{}`, no, yes, no},
+		{"POST", "/v1/types/email/jobs/r/heartbeat", `{"lock":"l"}`, no, yes, no},
+		{"POST", "/v1/types/email/jobs/r/finish", `{"lock":"l"}`, no, yes, no},
+		{"POST", "/v1/types/email/jobs/r/fail", `{"lock":"l"}`, no, yes, no},
+		{"DELETE", "/v1/types/email/jobs/r", ``, no, no, no},
+		{"PUT", "/v1/types/email", `{}`, no, no, no},
+		{"POST", "/v1/types/email/pause", ``, no, no, no},
+		{"POST", "/v1/types/email/resume", ``, no, no, no},
+		{"GET", "/metrics", ``, no, no, yes},
 	} {
 		for _, who := range []struct {
 			token string
 			want  int
-		}{{"producer-secret", tc.producer}, {"worker-secret", tc.worker}, {"admin-secret", yes}} {
+		}{{"producer-secret", tc.producer}, {"worker-secret", tc.worker}, {"metrics-secret", tc.metrics}, {"admin-secret", yes}} {
 			a := e.do(tc.method, tc.path, who.token, tc.body)
 			if who.want == no {
 				wantError(t, a, 403, httpapi.CodeForbidden, "role")
@@ -91,6 +93,14 @@ func TestAuth(t *testing.T) {
 				t.Fatalf("%s %s with %s: %d %s", tc.method, tc.path, who.token, a.status, a.body)
 			}
 		}
+	}
+
+	// With tokens the metrics need one: they name every type and
+	// pipeline, and show the traffic.
+	a = e.do("GET", "/metrics", "", "")
+	wantError(t, a, 401, httpapi.CodeUnauthorized, "missing")
+	if a := e.do("GET", "/metrics", "metrics-secret", ""); a.status != 200 || string(a.body) != "m 1\n" {
+		t.Fatalf("metrics with the metrics token: %d %s", a.status, a.body)
 	}
 
 	// The client sends its token.

@@ -67,12 +67,18 @@
 // Bearer tokens, each with a role; secrets are compared in constant time.
 // Admin may call every route; the others:
 //
-//	route                                   producer  worker
-//	enqueue, list, cancel, requeue, wait    yes       no
-//	get a job, list types                   yes       yes
-//	accept, heartbeat, finish, fail         no        yes
-//	delete a job, PUT type, pause, resume   no        no (admin only)
-//	healthz, readyz, metrics, openapi       no token needed
+//	route                                   producer  worker  metrics
+//	enqueue, list, cancel, requeue, wait    yes       no      no
+//	get a job, list types                   yes       yes     no
+//	accept, heartbeat, finish, fail         no        yes     no
+//	delete a job, PUT type, pause, resume   no        no      no (admin only)
+//	metrics (Options.Metrics)               no        no      yes
+//	healthz, readyz, openapi                no token needed
+//
+// The metrics name every job type and pipeline, the routes' traffic and
+// the store's load: with tokens configured they need an admin or a
+// metrics token (a scraper's, which can do nothing else); without tokens
+// every route, the metrics too, is open to loopback clients only.
 //
 // Removing jobs and changing types are admin's: they lose information
 // (a removed job's history, a type's settings) that producers have no

@@ -28,6 +28,7 @@ const (
 	RoleAdmin    Role = "admin"    // everything
 	RoleProducer Role = "producer" // enqueue and inspect jobs
 	RoleWorker   Role = "worker"   // accept and work jobs
+	RoleMetrics  Role = "metrics"  // read the metrics, nothing else
 )
 
 // Token is a bearer token the server accepts.
@@ -49,7 +50,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Ready reports readiness for GET /readyz; nil: always ready.
 	Ready func() error
-	// Metrics, when set, is served at MetricsPath without a token.
+	// Metrics, when set, is served at MetricsPath: to every loopback
+	// client when there are no tokens, else to admin and metrics tokens.
 	Metrics http.Handler
 	// MetricsPath; default "/metrics".
 	MetricsPath string
@@ -67,7 +69,9 @@ type Options struct {
 	OnAccept func(leases []*fdbq.Lease)
 	// OnOutcome, when set, is called after an external worker's finish
 	// ("succeeded") or fail committed: "retried" when the job will run
-	// again, "failed" when it finished failed.
+	// again, "failed" when it finished failed. A finish or fail sent again
+	// with the same lock (a retry after a lost answer), which answers 204
+	// and changes nothing, is not an outcome: it is not reported.
 	OnOutcome func(typ, outcome string)
 }
 
@@ -118,8 +122,8 @@ func New(q *fdbq.Queue, o Options) (*Server, error) {
 	if s.o.MetricsPath == "" {
 		s.o.MetricsPath = "/metrics"
 	}
-	if !strings.HasPrefix(s.o.MetricsPath, "/") || strings.ContainsAny(s.o.MetricsPath, " {}") {
-		return nil, fmt.Errorf("httpapi: metrics path %q must start with / and hold no spaces or braces", s.o.MetricsPath)
+	if err := CheckMetricsPath(s.o.MetricsPath); err != nil {
+		return nil, err
 	}
 	seen := map[[sha256.Size]byte]string{}
 	for i, t := range o.Tokens {
@@ -128,9 +132,9 @@ func New(q *fdbq.Queue, o Options) (*Server, error) {
 			name = fmt.Sprintf("#%d", i+1)
 		}
 		switch t.Role {
-		case RoleAdmin, RoleProducer, RoleWorker:
+		case RoleAdmin, RoleProducer, RoleWorker, RoleMetrics:
 		default:
-			return nil, fmt.Errorf("httpapi: token %s: unknown role %q (admin, producer or worker)", name, t.Role)
+			return nil, fmt.Errorf("httpapi: token %s: unknown role %q (admin, producer, worker or metrics)", name, t.Role)
 		}
 		if t.Secret == "" {
 			return nil, fmt.Errorf("httpapi: token %s: empty secret", name)
@@ -209,7 +213,7 @@ func (s *Server) routeTable() []route {
 	}
 	if s.o.Metrics != nil {
 		m := s.o.Metrics
-		rs = append(rs, route{pattern: "GET " + s.o.MetricsPath, public: true, handle: func(w http.ResponseWriter, r *http.Request) error {
+		rs = append(rs, route{pattern: "GET " + s.o.MetricsPath, roles: []Role{RoleMetrics}, handle: func(w http.ResponseWriter, r *http.Request) error {
 			m.ServeHTTP(w, r)
 			return nil
 		}})

@@ -88,10 +88,22 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := s.q.Finish(r.Context(), s.db, lease(typ, id, b.Lock), b.Result); err != nil {
+	replayed := false
+	err = s.db.Transact(r.Context(), func(tx kv.Tx) error {
+		before, getErr := s.q.Get(r.Context(), tx.Snapshot(), typ, id)
+		if err := s.q.Finish(r.Context(), tx, lease(typ, id, b.Lock), b.Result); err != nil {
+			return err
+		}
+		if getErr != nil {
+			return getErr
+		}
+		replayed = isReplay(before)
+		return nil
+	})
+	if err != nil {
 		return err
 	}
-	if s.o.OnOutcome != nil {
+	if s.o.OnOutcome != nil && !replayed {
 		s.o.OnOutcome(typ, "succeeded")
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -111,22 +123,27 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request) error {
 	}
 	// The job's state after the fail, read in the fail's transaction, says
 	// whether it will run again.
-	retried := false
+	retried, replayed := false, false
 	err = s.db.Transact(r.Context(), func(tx kv.Tx) error {
+		before, getErr := s.q.Get(r.Context(), tx.Snapshot(), typ, id)
 		if err := s.q.Fail(r.Context(), tx, lease(typ, id, b.Lock), b.Error); err != nil {
 			return err
+		}
+		if getErr != nil {
+			return getErr
 		}
 		j, err := s.q.Get(r.Context(), tx.Snapshot(), typ, id)
 		if err != nil {
 			return err
 		}
 		retried = j.State == fdbq.Pending
+		replayed = isReplay(before)
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	if s.o.OnOutcome != nil {
+	if s.o.OnOutcome != nil && !replayed {
 		outcome := "failed"
 		if retried {
 			outcome = "retried"
@@ -136,6 +153,15 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request) error {
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
+
+// isReplay reports whether a finish or fail that fdbq accepted was a
+// replay, from the job as it was, read in the same transaction before it:
+// fdbq accepts one only from the lock that holds the running job, or from
+// the lock that last ended its attempt when it is sent again (fdbq answers
+// it as done and writes nothing). The job is not running then: an accept,
+// the only way back to running, clears the record of the last lock, after
+// which the same request is refused as a halt.
+func isReplay(before *fdbq.Job) bool { return before != nil && before.State != fdbq.Running }
 
 // lease rebuilds a worker's lease: Heartbeat, Finish and Fail use only the
 // type, the id and the lock.

@@ -59,6 +59,17 @@
 // attempts that were not the job's last, reading the type's policy from
 // the last scrape of the store (or the store, once, before the first).
 //
+// # Labels
+//
+// Label values come from data: type names (some read from the store),
+// pipeline names, route patterns, outcomes. Every one goes through Label,
+// so that none can panic (Prometheus refuses label values that are not
+// UTF-8): a value that is not UTF-8 or holds control characters is
+// reported quoted, as Go quotes it ("\xff" under the label `"\xff"`). A
+// type whose name fdbq refuses, registered by an earlier version, has its
+// counts reported so, and no oldest pending age (jobstage_oldest_pending_age_seconds
+// 0), since fdbq looks up no job of it.
+//
 // # Scrapes
 //
 // The store is read at scrape time in one read-only transaction bounded by

@@ -41,7 +41,7 @@ func Middleware[T, R any](m *Metrics) consumer.Middleware[T, R] {
 			return next
 		}
 		return func(ctx context.Context, job *consumer.Job[T]) (r R, err error) {
-			running := m.running.WithLabelValues(job.Type)
+			running := gauge(m.running, job.Type)
 			running.Inc()
 			start := time.Now()
 			panicked := false
@@ -52,12 +52,12 @@ func Middleware[T, R any](m *Metrics) consumer.Middleware[T, R] {
 				}
 				running.Dec()
 				outcome := attemptOutcome(ctx, err, panicked)
-				m.runtime.WithLabelValues(job.Type, outcome).Observe(time.Since(start).Seconds())
-				m.finished.WithLabelValues(job.Type, outcome).Inc()
+				observer(m.runtime, job.Type, outcome).Observe(time.Since(start).Seconds())
+				counter(m.finished, job.Type, outcome).Inc()
 				switch outcome {
 				case OutcomeFailed, OutcomeTimeout, OutcomePanicked:
 					if m.willRetry(job.Type, job.Attempt, job.Lease) {
-						m.retried.WithLabelValues(job.Type).Inc()
+						counter(m.retried, job.Type).Inc()
 					}
 				}
 			}()

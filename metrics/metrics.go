@@ -175,7 +175,7 @@ func (m *Metrics) Enqueued(typ string, n int) {
 	if m == nil || n <= 0 {
 		return
 	}
-	m.enqueued.WithLabelValues(typ).Add(float64(n))
+	counter(m.enqueued, typ).Add(float64(n))
 }
 
 // Accepted counts jobs accepted by a worker outside a pipeline (the HTTP
@@ -192,28 +192,29 @@ func (m *Metrics) Accepted(leases []*fdbq.Lease) {
 }
 
 func (m *Metrics) accept(l *fdbq.Lease, now time.Time) {
-	m.accepted.WithLabelValues(l.Type).Inc()
+	counter(m.accepted, l.Type).Inc()
 	at := l.StartedAt
 	if at.IsZero() {
 		at = now
 	}
-	m.queueWait.WithLabelValues(l.Type).Observe(max(at.Sub(l.ScheduledAt).Seconds(), 0))
+	observer(m.queueWait, l.Type).Observe(max(at.Sub(l.ScheduledAt).Seconds(), 0))
 }
 
 // ExternalOutcome counts what an external worker's finish or fail did
 // (httpapi.Options.OnOutcome): "succeeded", "failed" (the job finished
 // failed) or "retried" (a failed attempt whose job will run again, counted
-// as a failed attempt and a retry).
+// as a failed attempt and a retry). The HTTP API reports each attempt's
+// end once: a finish or fail an external worker sends again is not counted.
 func (m *Metrics) ExternalOutcome(typ, outcome string) {
 	if m == nil {
 		return
 	}
 	if outcome == RecycledRetried {
-		m.finished.WithLabelValues(typ, OutcomeFailed).Inc()
-		m.retried.WithLabelValues(typ).Inc()
+		counter(m.finished, typ, OutcomeFailed).Inc()
+		counter(m.retried, typ).Inc()
 		return
 	}
-	m.finished.WithLabelValues(typ, outcome).Inc()
+	counter(m.finished, typ, outcome).Inc()
 }
 
 // OnSweep counts what an activity monitor's sweep did; pass it as
@@ -225,10 +226,10 @@ func (m *Metrics) OnSweep(s fdbq.SweepStats) {
 	// Every type swept gets its series, zero or not, so that rates and
 	// dashboards show a flat line rather than no data.
 	for typ, t := range s.ByType {
-		m.recycled.WithLabelValues(typ, RecycledRetried).Add(float64(max(t.Recycled-t.Failed, 0)))
-		m.recycled.WithLabelValues(typ, RecycledFailed).Add(float64(t.Failed))
-		m.expired.WithLabelValues(typ).Add(float64(t.Expired))
-		m.skipped.WithLabelValues(typ).Add(float64(t.Skipped))
+		counter(m.recycled, typ, RecycledRetried).Add(float64(max(t.Recycled-t.Failed, 0)))
+		counter(m.recycled, typ, RecycledFailed).Add(float64(max(t.Failed, 0)))
+		counter(m.expired, typ).Add(float64(max(t.Expired, 0)))
+		counter(m.skipped, typ).Add(float64(max(t.Skipped, 0)))
 	}
 }
 
@@ -239,6 +240,6 @@ func (m *Metrics) HTTPObserve(route string, status int, d time.Duration) {
 	if m == nil {
 		return
 	}
-	m.httpReqs.WithLabelValues(route, strconv.Itoa(status)).Inc()
-	m.httpTime.WithLabelValues(route).Observe(d.Seconds())
+	counter(m.httpReqs, route, strconv.Itoa(status)).Inc()
+	observer(m.httpTime, route).Observe(d.Seconds())
 }

@@ -57,8 +57,9 @@ func (c *pipelineCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *pipelineCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	out := newConstMetrics(ch)
 	for name, o := range c.pipelines {
-		ch <- prometheus.MustNewConstMetric(demandDesc, prometheus.GaugeValue, float64(o.p.Demand()), name, o.typ)
-		ch <- prometheus.MustNewConstMetric(bufferedDesc, prometheus.GaugeValue, float64(o.p.InFlight()), name, o.typ)
+		out.send(demandDesc, prometheus.GaugeValue, float64(o.p.Demand()), name, o.typ)
+		out.send(bufferedDesc, prometheus.GaugeValue, float64(o.p.InFlight()), name, o.typ)
 	}
 }

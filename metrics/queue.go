@@ -56,8 +56,12 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		out := make([]typeSample, 0, len(types))
 		for _, t := range types {
-			if t.Name == "" {
-				out = append(out, typeSample{info: t}) // a key that names no type
+			if t.Name == "" || fdbq.ValidateTypeName(t.Name) != nil {
+				// A key that names no type, or a name fdbq refuses
+				// (written by an earlier version): its counters are
+				// reported, and no oldest job, which fdbq would not
+				// look up.
+				out = append(out, typeSample{info: t})
 				continue
 			}
 			oldest, err := q.OldestDue(ctx, tx, t.Name)
@@ -76,6 +80,7 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	unreadable := 0
+	out := newConstMetrics(ch)
 	for _, s := range samples {
 		name := s.info.Name
 		if s.info.Err != nil {
@@ -86,13 +91,13 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 		} else {
 			c.m.maxAttempts.Store(name, s.info.Settings.Retry.MaxAttempts)
 		}
-		ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(s.info.Pending), name)
-		ch <- prometheus.MustNewConstMetric(runningDesc, prometheus.GaugeValue, float64(s.info.Running), name)
+		out.send(pendingDesc, prometheus.GaugeValue, float64(s.info.Pending), name)
+		out.send(runningDesc, prometheus.GaugeValue, float64(s.info.Running), name)
 		age := 0.0
 		if !s.oldest.IsZero() {
 			age = max(now.Sub(s.oldest).Seconds(), 0)
 		}
-		ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, age, name)
+		out.send(oldestDesc, prometheus.GaugeValue, age, name)
 	}
-	ch <- prometheus.MustNewConstMetric(unreadableTypesDesc, prometheus.GaugeValue, float64(unreadable))
+	out.send(unreadableTypesDesc, prometheus.GaugeValue, float64(unreadable))
 }

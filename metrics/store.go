@@ -59,7 +59,8 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		// not absent.
 		byCode = map[int]int64{kv.CodeNotCommitted: 0}
 	}
+	out := newConstMetrics(ch)
 	for code, n := range byCode {
-		ch <- prometheus.MustNewConstMetric(storeRetriesDesc, prometheus.CounterValue, float64(n), strconv.Itoa(code))
+		out.send(storeRetriesDesc, prometheus.CounterValue, float64(n), strconv.Itoa(code))
 	}
 }

@@ -90,6 +90,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		}),
 		fdbq.MonitorModule,
 		pipeline.Module,
+		fx.Invoke(warnBadTypeNames),
 		fx.Invoke(s.serveHTTP),
 		fx.Populate(&s.q),
 	}
@@ -226,6 +227,10 @@ func (s *Server) serveHTTP(p httpParams) error {
 	for _, t := range hc.Tokens {
 		tokens = append(tokens, httpapi.Token{Name: t.Name, Role: httpapi.Role(t.Role), Secret: t.Value})
 	}
+	var metricsHandler http.Handler // none: the endpoint is off (metrics.path: "")
+	if p.Config.Metrics.Path != "" {
+		metricsHandler = p.Metrics.Handler(p.Gatherer)
+	}
 	api, err := httpapi.New(p.Queue, httpapi.Options{
 		Tokens:       tokens,
 		MaxBodyBytes: hc.MaxBodyBytes,
@@ -236,7 +241,7 @@ func (s *Server) serveHTTP(p httpParams) error {
 			}
 			return nil
 		},
-		Metrics:     p.Metrics.Handler(p.Gatherer),
+		Metrics:     metricsHandler,
 		MetricsPath: p.Config.Metrics.Path,
 		Observe:     p.Metrics.HTTPObserve,
 		OnEnqueue:   p.Metrics.Enqueued,

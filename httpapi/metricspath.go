@@ -1,0 +1,50 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+	"path"
+	"strings"
+	"unicode"
+)
+
+// CheckMetricsPath reports why New would refuse p as Options.MetricsPath,
+// or nil. The path is a route pattern and the address scrapers are given:
+// it must start with '/', be clean (no empty, "." or ".." segments, which
+// requests never reach), and hold no spaces, control characters, braces
+// (pattern wildcards), '?', '#' or '%' (a query, a fragment or an escape
+// in a URL).
+func CheckMetricsPath(p string) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("httpapi: metrics path %q %s", p, fmt.Sprintf(format, args...))
+	}
+	if !strings.HasPrefix(p, "/") {
+		return bad("must start with /")
+	}
+	if i := strings.IndexFunc(p, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }); i >= 0 {
+		return bad("has a space or a control character at byte %d", i)
+	}
+	if i := strings.IndexAny(p, "{}?#%"); i >= 0 {
+		return bad("has %q at byte %d, which is no plain path character (braces are route wildcards; ?, # and %% begin a query, a fragment and an escape)", p[i], i)
+	}
+	clean := path.Clean(p)
+	if strings.HasSuffix(p, "/") && clean != "/" {
+		clean += "/"
+	}
+	if clean != p {
+		return bad("is not a clean path (%s is): a request could never reach it", clean)
+	}
+	return tryPattern("GET " + p)
+}
+
+// tryPattern reports the pattern ServeMux would refuse, which it does by
+// panicking.
+func tryPattern(pattern string) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("httpapi: route %q: %v", pattern, r)
+		}
+	}()
+	http.NewServeMux().Handle(pattern, http.NotFoundHandler())
+	return nil
+}
