@@ -53,6 +53,37 @@ type serverProc struct {
 	url  string
 	logs *lockedBuffer
 	done chan error
+
+	mu     sync.Mutex
+	logged map[string]chan struct{} // by message: closed once logged
+}
+
+// loggedMsg returns a channel closed once the server has logged a line
+// with message msg.
+func (s *serverProc) loggedMsg(msg string) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch, ok := s.logged[msg]
+	if !ok {
+		ch = make(chan struct{})
+		s.logged[msg] = ch
+	}
+	return ch
+}
+
+func (s *serverProc) markLogged(msg string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch, ok := s.logged[msg]
+	if !ok {
+		ch = make(chan struct{})
+		s.logged[msg] = ch
+	}
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
 }
 
 type lockedBuffer struct {
@@ -85,7 +116,7 @@ func startServer(t *testing.T, cfg string, env ...string) *serverProc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &serverProc{t: t, cmd: cmd, logs: &lockedBuffer{}, done: make(chan error, 1)}
+	s := &serverProc{t: t, cmd: cmd, logs: &lockedBuffer{}, done: make(chan error, 1), logged: map[string]chan struct{}{}}
 	urls := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
@@ -93,8 +124,11 @@ func startServer(t *testing.T, cfg string, env ...string) *serverProc {
 			line := sc.Bytes()
 			s.logs.Write(append(line, '\n'))
 			var rec struct{ Msg, URL string }
-			if json.Unmarshal(line, &rec) == nil && rec.Msg == "listening" {
-				urls <- rec.URL
+			if json.Unmarshal(line, &rec) == nil {
+				if rec.Msg == "listening" {
+					urls <- rec.URL
+				}
+				s.markLogged(rec.Msg)
 			}
 		}
 		s.done <- cmd.Wait()
