@@ -149,6 +149,55 @@ func TestRequestTimeout(t *testing.T) {
 	}
 }
 
+// TestClientThatReadsNothingIsDisconnected: a client that does not read
+// its answer holds the request only until its bound (and a second) has
+// passed; then the server gives up on the answer and closes.
+func TestClientThatReadsNothingIsDisconnected(t *testing.T) {
+	handled := make(chan struct{})
+	e := newEnv(t, httpapi.Options{RequestTimeout: 4 * time.Second}, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h.ServeHTTP(w, r)
+			if r.URL.Path == "/v1/types/email/jobs" && r.Method == "GET" {
+				close(handled)
+			}
+		})
+	})
+	// An answer of about 8 MB, more than the connection's buffers hold
+	// while nothing reads them.
+	data := []byte(`"` + strings.Repeat("x", 80_000) + `"`)
+	var jobs []fdbq.NewJob
+	for i := range 100 {
+		jobs = append(jobs, fdbq.NewJob{Type: "email", ID: fmt.Sprint(i), Data: data})
+	}
+	for i := 0; i < len(jobs); i += 50 {
+		if _, err := e.q.AddBatch(context.Background(), e.db, jobs[i:i+50]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "GET /v1/types/email/jobs?limit=1000 HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-handled:
+	case <-time.After(deadline):
+		t.Fatalf("the handler still writes to a client that reads nothing after %s", deadline)
+	}
+	c.SetReadDeadline(time.Now().Add(deadline))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return // closed before the headers came through
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	if err == nil {
+		t.Fatalf("the whole answer (%d bytes, status %d) came through to a client that read nothing", n, resp.StatusCode)
+	}
+}
+
 // TestLimitListener: past n open connections the next waits to be
 // accepted until one closes; closing the listener ends a waiting Accept.
 func TestLimitListener(t *testing.T) {
