@@ -211,7 +211,9 @@ func succeeded(j *httpapi.Job, waited time.Duration) error {
 func (c *cli) waitFinished(cf *clientFlags, typ, id string, d time.Duration) (*httpapi.Job, error) {
 	deadline := time.Now().Add(d)
 	for {
-		poll := min(time.Until(deadline), httpapi.MaxWait)
+		// At least a millisecond: a timeout of 0 would be the server's
+		// default wait, longer than the client gives the poll.
+		poll := max(min(time.Until(deadline), httpapi.MaxWait), time.Millisecond)
 		j, err := cf.longPollClient(poll).Wait(c.ctx, typ, id, fdbq.Finished, poll)
 		if err != nil {
 			return nil, err
@@ -355,6 +357,9 @@ func (c *cli) wait(args []string) error {
 	pos, err := parse(fs, args, 2, 2)
 	if err != nil {
 		return err
+	}
+	if *timeout < 0 {
+		return usagef("--timeout %s is negative", *timeout)
 	}
 	j, err := c.waitFinished(cf, pos[0], pos[1], *timeout)
 	if err != nil {

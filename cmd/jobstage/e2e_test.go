@@ -501,6 +501,13 @@ func TestWaitExitStatus(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "ok c not finished after 1s: pending") {
 		t.Errorf("job of a paused type: exit %d: %s", code, errOut)
 	}
+	// --timeout 0s looks once, without the server's default wait (30s,
+	// as long as the client gives the request).
+	start := time.Now()
+	_, errOut, code = jobstage(t, "", "wait", "ok", "c", "--timeout", "0s", "--server", s.url)
+	if code != 1 || !strings.Contains(errOut, "ok c not finished after 0s: pending") || time.Since(start) > 20*time.Second {
+		t.Errorf("wait --timeout 0s: exit %d after %s: %s", code, time.Since(start), errOut)
+	}
 	s.stop()
 }
 

@@ -172,6 +172,9 @@ func TestClientRequestTimeout(t *testing.T) {
 			t.Errorf("%v: exit %d: %s", args, code, errOut)
 		}
 	}
+	if _, errOut, code := jobstage(t, "", "wait", "echo", "x", "--timeout", "-1s", "--server", url); code != 2 || !strings.Contains(errOut, "--timeout -1s is negative") {
+		t.Errorf("wait --timeout -1s: exit %d: %s", code, errOut)
+	}
 	for _, bad := range []string{"0s", "-1s", "soon"} {
 		_, errOut, code := jobstage(t, "", "get", "echo", "x", "--server", url, "--request-timeout", bad)
 		if code != 2 || !strings.Contains(errOut, "request-timeout") {
