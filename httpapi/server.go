@@ -45,11 +45,13 @@ type Options struct {
 	// MaxBodyBytes limits a request body; over it the answer is 413.
 	// Default DefaultMaxBodyBytes (1 MiB).
 	MaxBodyBytes int64
-	// RequestTimeout bounds the time one request of a token route may
-	// take, reading its body included; past it the handler's context
-	// ends, the answer is 503 not_ready and the connection's write
-	// deadline passes. The long polls (accept, wait) get MaxWait more, so
-	// that their own bounded wait is never cut. Default
+	// RequestTimeout bounds one request, from its handler's start to its
+	// answer: past it the handler's context ends (the answer is 503
+	// not_ready), and a second later the connection's write deadline
+	// passes, so that a client that reads no answer is disconnected. The
+	// long polls (accept, wait) get MaxWait more, so that their own
+	// bounded wait is never cut. Reading the request is for the
+	// http.Server's ReadHeaderTimeout and ReadTimeout to bound. Default
 	// DefaultRequestTimeout (30 s).
 	RequestTimeout time.Duration
 	// Logger; default slog.Default().
