@@ -22,6 +22,7 @@ type Config struct {
 	HTTP      HTTP                `yaml:"http"`
 	Metrics   Metrics             `yaml:"metrics"`
 	Logging   Logging             `yaml:"logging"`
+	Shutdown  Shutdown            `yaml:"shutdown"`
 }
 
 // Backends of Store.
@@ -146,6 +147,22 @@ type HTTP struct {
 	TLS    TLS     `yaml:"tls"`
 	// MaxBodyBytes bounds request bodies; default DefaultMaxBodyBytes.
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// ReadHeaderTimeout bounds reading a request's headers;
+	// default DefaultReadHeaderTimeout.
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	// ReadTimeout bounds reading a whole request, headers and body;
+	// default DefaultReadTimeout.
+	ReadTimeout time.Duration `yaml:"read_timeout"`
+	// RequestTimeout bounds one request, from its headers to its answer,
+	// except that the long polls (accept, wait) get their wait (at most
+	// 60 s) more; default DefaultRequestTimeout.
+	RequestTimeout time.Duration `yaml:"request_timeout"`
+	// IdleTimeout bounds how long a kept-alive connection waits for its
+	// next request; default DefaultIdleTimeout.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// MaxConnections bounds the connections open at once; past it new
+	// ones wait to be accepted. Default DefaultMaxConnections.
+	MaxConnections int `yaml:"max_connections"`
 }
 
 // Roles of Token.
@@ -187,6 +204,14 @@ type Metrics struct {
 	Path string `yaml:"path"`
 }
 
+// Shutdown configures how a server stops.
+type Shutdown struct {
+	// DrainTimeout is how long running handlers get to finish when the
+	// server stops, before they are interrupted and their jobs retried;
+	// default DefaultDrainTimeout.
+	DrainTimeout time.Duration `yaml:"drain_timeout"`
+}
+
 // Logging configures the log/slog logger.
 type Logging struct {
 	// Level is debug, info (the default), warn or error.
@@ -204,6 +229,13 @@ const (
 	DefaultMaxOutput    = 64 << 10
 	DefaultHTTPTimeout  = 30 * time.Second
 	DefaultMetricsPath  = "/metrics"
+
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultReadTimeout       = 30 * time.Second
+	DefaultRequestTimeout    = 30 * time.Second
+	DefaultIdleTimeout       = 2 * time.Minute
+	DefaultMaxConnections    = 1024
+	DefaultDrainTimeout      = 30 * time.Second
 )
 
 // ErrInvalid is wrapped by the error Load returns for a config with

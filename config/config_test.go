@@ -82,10 +82,14 @@ func TestQuickstartLoads(t *testing.T) {
 func TestDefaults(t *testing.T) {
 	c := mustParse(t, "", nil)
 	want := config.Config{
-		Store:   config.Store{Backend: "embedded", Path: config.DefaultStorePath, Prefix: config.DefaultPrefix},
-		HTTP:    config.HTTP{Listen: config.DefaultListen, MaxBodyBytes: config.DefaultMaxBodyBytes},
-		Metrics: config.Metrics{Path: config.DefaultMetricsPath},
-		Logging: config.Logging{Level: "info", Format: "text"},
+		Store: config.Store{Backend: "embedded", Path: config.DefaultStorePath, Prefix: config.DefaultPrefix},
+		HTTP: config.HTTP{Listen: config.DefaultListen, MaxBodyBytes: config.DefaultMaxBodyBytes,
+			ReadHeaderTimeout: config.DefaultReadHeaderTimeout, ReadTimeout: config.DefaultReadTimeout,
+			RequestTimeout: config.DefaultRequestTimeout, IdleTimeout: config.DefaultIdleTimeout,
+			MaxConnections: config.DefaultMaxConnections},
+		Metrics:  config.Metrics{Path: config.DefaultMetricsPath},
+		Logging:  config.Logging{Level: "info", Format: "text"},
+		Shutdown: config.Shutdown{DrainTimeout: config.DefaultDrainTimeout},
 	}
 	if !reflect.DeepEqual(*c, want) {
 		t.Errorf("empty file:\n got %+v\nwant %+v", *c, want)

@@ -39,6 +39,25 @@ var lintCases = []struct {
 		},
 	},
 	{
+		name: "time bounds",
+		src:  "http:\n  read_header_timeout: 0s\n  read_timeout: 5s\n  request_timeout: 0s\n  idle_timeout: -1s\n  max_connections: 0\nshutdown:\n  drain_timeout: 2h\n",
+		want: []string{
+			"f.yaml:2:24: http.read_header_timeout: must be more than 0: a bound of 0 would be none, leaving a client that stalls connected forever",
+			"f.yaml:4:20: http.request_timeout: must be more than 0: a bound of 0 would be none, leaving a client that stalls connected forever",
+			`f.yaml:5:17: http.idle_timeout: must not be negative, got -1s`,
+			"f.yaml:6:20: http.max_connections: must be at least 1, got 0",
+			"f.yaml:8:18: shutdown.drain_timeout: 2h0m0s is over the limit of 1h",
+		},
+	},
+	{
+		name: "read timeout under the header timeout",
+		src:  "http:\n  read_timeout: 5s\nshutdown:\n  drain_timeout: 0s\n",
+		want: []string{
+			"f.yaml:2:17: http.read_timeout: 5s is shorter than read_header_timeout (10s), which it includes",
+			"f.yaml:4:18: shutdown.drain_timeout: must be more than 0: with no time to finish, every running handler would be interrupted at once",
+		},
+	},
+	{
 		name: "duplicate key",
 		src:  "http:\n  listen: 127.0.0.1:1\n  listen: 127.0.0.1:2\n",
 		want: []string{"f.yaml:3:3: http.listen: duplicate key (first at line 2)"},

@@ -159,10 +159,24 @@ var schema = object("", "",
 		),
 		leaf("max_body_bytes", "Bound on a request body; larger requests get 413.").
 			byDefault(num(DefaultMaxBodyBytes)).atLeast(1),
+		leaf("read_header_timeout", "Bound on reading a request's headers; a client that has not sent them by then is disconnected. More than 0.").
+			byDefault(dur(DefaultReadHeaderTimeout)),
+		leaf("read_timeout", "Bound on reading a whole request, headers and body; a client that has not sent its body by then is disconnected. At least `read_header_timeout`.").
+			byDefault(dur(DefaultReadTimeout)),
+		leaf("request_timeout", "Bound on one request, from its headers to its answer; past it the request is answered 503 `not_ready` and a client that does not read the answer is disconnected. The long polls (accept, wait) get their wait, at most 60s, more. More than 0.").
+			byDefault(dur(DefaultRequestTimeout)),
+		leaf("idle_timeout", "How long a kept-alive connection may wait for its next request. More than 0.").
+			byDefault(dur(DefaultIdleTimeout)),
+		leaf("max_connections", "Bound on the connections open at once; past it a new connection waits to be accepted until one closes.").
+			byDefault(num(DefaultMaxConnections)).atLeast(1),
 	),
 	object("metrics", "Prometheus metrics.",
 		leaf("path", "Path of the metrics endpoint on the HTTP API's listener. An explicit empty string (`\"\"`) turns it off: no route is served. With `http.tokens` the endpoint needs an `admin` or `metrics` token (the metrics name every type and pipeline and show the traffic); without tokens it is open to loopback clients, like the whole API.").
 			byDefault(DefaultMetricsPath),
+	),
+	object("shutdown", "How the server stops, on SIGTERM or SIGINT: the HTTP API stops taking requests and closes the connections still open, jobs accepted but not started go back to pending, and running handlers get `drain_timeout` to finish; a second signal stops at once.",
+		leaf("drain_timeout", "How long running handlers get to finish when the server stops; then they are interrupted and their jobs retried. More than 0, at most 1h.").
+			byDefault(dur(DefaultDrainTimeout)),
 	),
 	object("logging", "Logs (log/slog), on standard error.",
 		leaf("level", "`debug`, `info`, `warn` or `error`.").

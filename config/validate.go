@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/handlers"
@@ -37,6 +38,7 @@ func (d *decoder) validate(c *Config) {
 	}
 	d.validateHTTP(&c.HTTP)
 	d.validateMetrics(&c.Metrics)
+	d.validateShutdown(&c.Shutdown)
 }
 
 // fine reports whether the value at path came through decoding without a
@@ -380,6 +382,8 @@ func (d *decoder) validateHTTP(h *HTTP) {
 		d.at(fmt.Sprintf("listening on %s without tokens is refused: add http.tokens, or listen on a loopback address such as 127.0.0.1:8080", h.Listen), "http", "listen")
 	}
 
+	d.validateTimeouts(h)
+
 	switch tls := h.TLS; {
 	case tls.CertFile != "" && tls.KeyFile == "":
 		d.at("missing key_file (cert_file is set)", "http", "tls")
@@ -402,6 +406,36 @@ func (d *decoder) validateHTTP(h *HTTP) {
 		if _, err := tls.LoadX509KeyPair(h.TLS.CertFile, h.TLS.KeyFile); err != nil {
 			d.at(fmt.Sprintf("not a usable certificate and key: %v", err), "http", "tls")
 		}
+	}
+}
+
+// validateTimeouts checks the HTTP API's time bounds: each is more than
+// 0 (a zero would mean none), and the read timeout, which includes the
+// headers, is not shorter than the header timeout.
+func (d *decoder) validateTimeouts(h *HTTP) {
+	for _, f := range []struct {
+		key string
+		d   time.Duration
+	}{{"read_header_timeout", h.ReadHeaderTimeout}, {"read_timeout", h.ReadTimeout}, {"request_timeout", h.RequestTimeout}, {"idle_timeout", h.IdleTimeout}} {
+		if f.d == 0 {
+			d.at("must be more than 0: a bound of 0 would be none, leaving a client that stalls connected forever", "http", f.key)
+		}
+	}
+	if h.ReadHeaderTimeout > 0 && h.ReadTimeout > 0 && h.ReadTimeout < h.ReadHeaderTimeout && d.fine("http", "read_header_timeout") {
+		d.at(fmt.Sprintf("%s is shorter than read_header_timeout (%s), which it includes", h.ReadTimeout, h.ReadHeaderTimeout), "http", "read_timeout")
+	}
+}
+
+// maxDrainTimeout bounds shutdown.drain_timeout: a stop that waits longer
+// for handlers is taken for a hang by whatever sent the signal.
+const maxDrainTimeout = time.Hour
+
+func (d *decoder) validateShutdown(s *Shutdown) {
+	switch {
+	case s.DrainTimeout == 0:
+		d.at("must be more than 0: with no time to finish, every running handler would be interrupted at once", "shutdown", "drain_timeout")
+	case s.DrainTimeout > maxDrainTimeout:
+		d.at(fmt.Sprintf("%s is over the limit of 1h", s.DrainTimeout), "shutdown", "drain_timeout")
 	}
 }
 

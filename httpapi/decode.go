@@ -27,6 +27,9 @@ const (
 	DefaultWait = 30 * time.Second
 	// DefaultMaxBodyBytes is the default limit on a request body.
 	DefaultMaxBodyBytes = 1 << 20
+	// DefaultRequestTimeout is the default bound on one request
+	// (Options.RequestTimeout).
+	DefaultRequestTimeout = 30 * time.Second
 )
 
 // The request decoders below are strict: unknown fields, trailing data and

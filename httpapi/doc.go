@@ -31,7 +31,21 @@
 //
 // Enqueuing to a type that is not registered is a 404 unknown_type, not an
 // implicit registration: a misspelt type would otherwise collect jobs no
-// pipeline works. Listing one is a 404 too.
+// pipeline works. Every other route that names such a type answers
+// unknown_type too (a job's get, wait, delete, cancel and requeue
+// included), except the worker calls that carry a lock, which answer 409
+// halt as for any lock that is gone.
+//
+// # Limits
+//
+// A request is bounded by Options.RequestTimeout (30 s by default): its
+// context ends then, the answer is 503 not_ready, and its connection's
+// write deadline passes just after, so a client that reads no answer is
+// disconnected. Accept and wait get MaxWait more. Reading the request is
+// the http.Server's read timeouts' to bound (package server sets them
+// from the config). LimitListener bounds the connections open at once.
+// A request refused before its handler (401, 403) is answered with
+// Connection: close and its connection closed without reading its body.
 //
 // Type names and job ids, in paths and in enqueue bodies, follow fdbq's
 // rules (fdbq.ValidateTypeName, fdbq.ValidateID); any other is a 400
@@ -54,7 +68,8 @@
 // over fdbq.MaxDataSize, or a batch over one store transaction), 500
 // internal (logged) or corrupt (the store holds a record or settings that
 // cannot be read: the message names the job or type and why), 503
-// not_ready.
+// not_ready (readyz, a request over its time bound, a long poll cut short
+// by a stop).
 //
 // Data that cannot be read keeps no other job or type from an answer: a
 // listing answers the other jobs and the bad entries in Page.Unreadable,

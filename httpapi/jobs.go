@@ -54,10 +54,25 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) error {
 	}
 	j, err := s.q.Get(r.Context(), s.db, typ, id)
 	if err != nil {
-		return err
+		return s.jobNotFound(r, typ, err)
 	}
 	writeJSON(w, http.StatusOK, toJob(j))
 	return nil
+}
+
+// jobNotFound turns the not_found of a job of an unregistered type into
+// unknown_type, the answer the type's other routes give (enqueue, list,
+// accept, pause): the jobs layer finds no job there without telling why.
+// The worker routes answer halt for a lock on such a type, as for any
+// lock that is gone.
+func (s *Server) jobNotFound(r *http.Request, typ string, err error) error {
+	if !errors.Is(err, fdbq.ErrNotFound) {
+		return err
+	}
+	if _, terr := s.q.GetType(r.Context(), s.db, typ); errors.Is(terr, fdbq.ErrUnknownType) {
+		return terr
+	}
+	return err
 }
 
 // list: GET /v1/types/{type}/jobs?state=&limit=&cursor=. An unregistered
@@ -115,7 +130,7 @@ func (s *Server) remove(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if err := s.q.Remove(r.Context(), s.db, typ, id); err != nil {
-		return err
+		return s.jobNotFound(r, typ, err)
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
@@ -145,7 +160,7 @@ func (s *Server) change(w http.ResponseWriter, r *http.Request, op func(context.
 		return s.q.Get(r.Context(), tx, typ, id)
 	})
 	if err != nil {
-		return err
+		return s.jobNotFound(r, typ, err)
 	}
 	writeJSON(w, http.StatusOK, toJob(j))
 	return nil
@@ -185,7 +200,7 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request) error {
 		j, err = s.q.Get(r.Context(), s.db, typ, id)
 	}
 	if err != nil {
-		return err
+		return s.jobNotFound(r, typ, err)
 	}
 	writeJSON(w, http.StatusOK, toJob(j))
 	return nil

@@ -46,6 +46,15 @@ type Options struct {
 	// MaxBodyBytes limits a request body; over it the answer is 413.
 	// Default DefaultMaxBodyBytes (1 MiB).
 	MaxBodyBytes int64
+	// RequestTimeout bounds one request, from its handler's start to its
+	// answer: past it the handler's context ends (the answer is 503
+	// not_ready), and a second later the connection's write deadline
+	// passes, so that a client that reads no answer is disconnected. The
+	// long polls (accept, wait) get MaxWait more, so that their own
+	// bounded wait is never cut. Reading the request is for the
+	// http.Server's ReadHeaderTimeout and ReadTimeout to bound. Default
+	// DefaultRequestTimeout (30 s).
+	RequestTimeout time.Duration
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 	// Ready reports readiness for GET /readyz; nil: always ready.
@@ -86,6 +95,7 @@ type Server struct {
 	tokens  []tokenEntry
 	routes  []string
 	maxBody int64
+	timeout time.Duration
 	// stopping is set by Stopping: requests cancelled from then on were
 	// cut short by the server, not left by their client.
 	stopping atomic.Bool
@@ -109,7 +119,7 @@ func New(q *fdbq.Queue, o Options) (*Server, error) {
 	if q == nil {
 		return nil, errors.New("httpapi: nil queue")
 	}
-	s := &Server{q: q, db: q.DB(), o: o, log: o.Logger, mux: http.NewServeMux(), maxBody: o.MaxBodyBytes}
+	s := &Server{q: q, db: q.DB(), o: o, log: o.Logger, mux: http.NewServeMux(), maxBody: o.MaxBodyBytes, timeout: o.RequestTimeout}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -118,6 +128,12 @@ func New(q *fdbq.Queue, o Options) (*Server, error) {
 		s.maxBody = DefaultMaxBodyBytes
 	case s.maxBody < 0:
 		return nil, fmt.Errorf("httpapi: MaxBodyBytes %d is negative", o.MaxBodyBytes)
+	}
+	switch {
+	case s.timeout == 0:
+		s.timeout = DefaultRequestTimeout
+	case s.timeout < 0:
+		return nil, fmt.Errorf("httpapi: RequestTimeout %s is negative", o.RequestTimeout)
 	}
 	if s.o.MetricsPath == "" {
 		s.o.MetricsPath = "/metrics"
@@ -182,8 +198,11 @@ type route struct {
 	// public routes need no token (health, metrics, the API description).
 	public bool
 	// roles besides admin that may call it.
-	roles  []Role
-	handle func(w http.ResponseWriter, r *http.Request) error
+	roles []Role
+	// longPoll routes (accept, wait) block up to MaxWait by design: their
+	// time bound is MaxWait more than the others'.
+	longPoll bool
+	handle   func(w http.ResponseWriter, r *http.Request) error
 }
 
 func (s *Server) routeTable() []route {
@@ -199,14 +218,14 @@ func (s *Server) routeTable() []route {
 		{pattern: "DELETE /v1/types/{type}/jobs/{id}", handle: s.remove},
 		{pattern: "POST /v1/types/{type}/jobs/{id}/cancel", roles: []Role{p}, handle: s.cancel},
 		{pattern: "POST /v1/types/{type}/jobs/{id}/requeue", roles: []Role{p}, handle: s.requeue},
-		{pattern: "GET /v1/types/{type}/jobs/{id}/wait", roles: []Role{p}, handle: s.wait},
+		{pattern: "GET /v1/types/{type}/jobs/{id}/wait", roles: []Role{p}, longPoll: true, handle: s.wait},
 
 		{pattern: "GET /v1/types", roles: []Role{p, w}, handle: s.types},
 		{pattern: "PUT /v1/types/{type}", handle: s.setType},
 		{pattern: "POST /v1/types/{type}/pause", handle: s.pause},
 		{pattern: "POST /v1/types/{type}/resume", handle: s.resume},
 
-		{pattern: "POST /v1/types/{type}/accept", roles: []Role{w}, handle: s.accept},
+		{pattern: "POST /v1/types/{type}/accept", roles: []Role{w}, longPoll: true, handle: s.accept},
 		{pattern: "POST /v1/types/{type}/jobs/{id}/heartbeat", roles: []Role{w}, handle: s.heartbeat},
 		{pattern: "POST /v1/types/{type}/jobs/{id}/finish", roles: []Role{w}, handle: s.finish},
 		{pattern: "POST /v1/types/{type}/jobs/{id}/fail", roles: []Role{w}, handle: s.fail},
@@ -227,7 +246,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rec := &recorder{ResponseWriter: w}
 	if !s.clientAllowed(r) {
-		s.writeError(rec, &APIError{Status: http.StatusForbidden, Code: CodeForbidden,
+		s.refuse(rec, &APIError{Status: http.StatusForbidden, Code: CodeForbidden,
 			Message: "this server has no tokens configured and serves loopback clients only"})
 		s.observe("unmatched", rec, start)
 		return
@@ -262,10 +281,12 @@ func (s *Server) wrap(rt route) http.Handler {
 				if err.Status == http.StatusUnauthorized {
 					w.Header().Set("WWW-Authenticate", `Bearer realm="jobstage"`)
 				}
-				s.writeError(w, err)
+				s.refuse(w, err)
 				return
 			}
 		}
+		r, cancel := s.bound(w, r, rt)
+		defer cancel()
 		if r.Body != nil {
 			r.Body = http.MaxBytesReader(w, r.Body, s.maxBody)
 		}
@@ -273,6 +294,45 @@ func (s *Server) wrap(rt route) http.Handler {
 			s.writeError(w, s.classify(r, rt.pattern, err))
 		}
 	})
+}
+
+// refuse answers a request refused before its handler (no token, a bad
+// one, a role that may not call the route, a client a server without
+// tokens does not serve) and closes the connection without reading the
+// request's body: a client that is refused gets nothing more from the
+// server, not even the time it takes to discard a body it may never send.
+func (s *Server) refuse(w http.ResponseWriter, e *APIError) {
+	w.Header().Set("Connection", "close")
+	// net/http discards what is left of a body after the handler, to
+	// reuse the connection; a read deadline in the past ends that read at
+	// once. The answer is written all the same (writes have their own
+	// deadline).
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+	s.writeError(w, e)
+}
+
+// writeSlack is how much longer than a request's bound its connection's
+// write deadline is, so that the handler's own answer to its context
+// ending (503) is still written.
+const writeSlack = time.Second
+
+// bound gives a request its time: a context that ends at its deadline
+// (RequestTimeout; MaxWait more for a long poll), and a write deadline
+// just past it, so that a client that reads no answer holds the
+// connection no longer. The server's read timeouts bound the reading of
+// the request (net/http lifts them once the body is read, so they do not
+// cut a long poll).
+func (s *Server) bound(w http.ResponseWriter, r *http.Request, rt route) (*http.Request, context.CancelFunc) {
+	d := s.timeout
+	if rt.longPoll {
+		d += MaxWait
+	}
+	deadline := time.Now().Add(d)
+	// A ResponseWriter that cannot set deadlines (a test's recorder) is
+	// bounded by the context alone.
+	_ = http.NewResponseController(w).SetWriteDeadline(deadline.Add(writeSlack))
+	ctx, cancel := context.WithDeadline(r.Context(), deadline)
+	return r.WithContext(ctx), cancel
 }
 
 // authorize finds the request's token and checks its role. Every
@@ -381,6 +441,9 @@ func (s *Server) classify(r *http.Request, pattern string, err error) *APIError 
 		// what cannot be read, and the message says which and why.
 		s.log.Warn("httpapi: unreadable data in the store", "route", pattern, "path", r.URL.Path, "err", err)
 		return &APIError{Status: http.StatusInternalServerError, Code: CodeCorrupt, Message: strings.TrimPrefix(err.Error(), "fdbq: ")}
+	case errors.Is(err, context.DeadlineExceeded) && errors.Is(r.Context().Err(), context.DeadlineExceeded):
+		return &APIError{Status: http.StatusServiceUnavailable, Code: CodeNotReady,
+			Message: "the request took longer than the server allows (http.request_timeout); send it again"}
 	case s.stopping.Load() && errors.Is(err, context.Canceled):
 		return &APIError{Status: http.StatusServiceUnavailable, Code: CodeNotReady, Message: "the server is stopping; send the request again"}
 	case r.Context().Err() != nil && errors.Is(err, context.Canceled):

@@ -98,7 +98,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		opts = append(opts, fdbq.DeclareType(name, cfg.Types[name].Settings()))
 	}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Pipelines)) {
-		opts = append(opts, pipeline.Provide(pipelineConstructor(name, cfg.Pipelines[name], o.Handlers, log)))
+		opts = append(opts, pipeline.Provide(pipelineConstructor(name, cfg.Pipelines[name], cfg.Shutdown.DrainTimeout, o.Handlers, log)))
 	}
 	s.app = fx.New(opts...)
 	if err := s.app.Err(); err != nil {
@@ -169,7 +169,7 @@ func newMetrics(q *fdbq.Queue, db *kv.DB) (metricsOut, error) {
 // pipelineConstructor returns the fx constructor of a configured
 // pipeline: a producer for its type, the metrics stage, and a consumer
 // running its built-in handler.
-func pipelineConstructor(name string, pc config.Pipeline, goHandlers map[string]consumer.Handler[json.RawMessage, json.RawMessage], log *slog.Logger) func(*fdbq.Queue, *metrics.Metrics) (*pipeline.Pipeline, error) {
+func pipelineConstructor(name string, pc config.Pipeline, drain time.Duration, goHandlers map[string]consumer.Handler[json.RawMessage, json.RawMessage], log *slog.Logger) func(*fdbq.Queue, *metrics.Metrics) (*pipeline.Pipeline, error) {
 	return func(q *fdbq.Queue, m *metrics.Metrics) (*pipeline.Pipeline, error) {
 		h, err := handler(pc.Handler, goHandlers)
 		if err != nil {
@@ -188,7 +188,7 @@ func pipelineConstructor(name string, pc config.Pipeline, goHandlers map[string]
 		p, err := pipeline.From(producer.New(q, pc.Type, producer.Options{Logger: log})).
 			Via(m.Stage()).
 			To(c).
-			WithOptions(pipeline.Options{BatchFinish: true, Logger: log.With("pipeline", name)}).
+			WithOptions(pipeline.Options{BatchFinish: true, Logger: log.With("pipeline", name), DrainTimeout: drain}).
 			Build()
 		if err != nil {
 			return nil, fmt.Errorf("pipeline %s: %w", name, err)
@@ -232,9 +232,10 @@ func (s *Server) serveHTTP(p httpParams) error {
 		metricsHandler = p.Metrics.Handler(p.Gatherer)
 	}
 	api, err := httpapi.New(p.Queue, httpapi.Options{
-		Tokens:       tokens,
-		MaxBodyBytes: hc.MaxBodyBytes,
-		Logger:       p.Log,
+		Tokens:         tokens,
+		MaxBodyBytes:   hc.MaxBodyBytes,
+		RequestTimeout: hc.RequestTimeout,
+		Logger:         p.Log,
 		Ready: func() error {
 			if !s.ready.Load() {
 				return errors.New("not started, or stopping")
@@ -255,11 +256,16 @@ func (s *Server) serveHTTP(p httpParams) error {
 	// cancels them through the base context once the quick requests have
 	// had their grace period.
 	baseCtx, cancelBase := context.WithCancel(context.Background())
+	// The read timeouts bound what a client takes to send a request; the
+	// API bounds each request's handling and answer (request_timeout, the
+	// long polls' wait more) with the connection's deadlines, so the
+	// server has no write timeout of its own, which would cut long polls.
 	srv := &http.Server{
 		Handler:           api,
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: hc.ReadHeaderTimeout,
+		ReadTimeout:       hc.ReadTimeout,
+		IdleTimeout:       hc.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(p.Log.Handler(), slog.LevelWarn),
 	}
 	done := make(chan struct{})
@@ -269,6 +275,7 @@ func (s *Server) serveHTTP(p httpParams) error {
 			if err != nil {
 				return err
 			}
+			ln = httpapi.LimitListener(ln, hc.MaxConnections)
 			if hc.TLS.CertFile != "" {
 				cert, err := tls.LoadX509KeyPair(hc.TLS.CertFile, hc.TLS.KeyFile)
 				if err != nil {
@@ -294,23 +301,47 @@ func (s *Server) serveHTTP(p httpParams) error {
 		OnStop: func(ctx context.Context) error {
 			api.Stopping()
 			defer cancelBase()
-			grace, cancel := context.WithTimeout(ctx, shutdownGrace)
-			err := srv.Shutdown(grace)
-			cancel()
-			if err != nil && ctx.Err() == nil {
-				cancelBase()
-				err = srv.Shutdown(ctx)
-			}
+			stopHTTP(ctx, srv, cancelBase, p.Log)
 			<-done
-			return err
+			return nil
 		},
 	})
 	return nil
 }
 
-// shutdownGrace is how long a stopping server lets requests finish before
-// it cancels the ones still running (long polls).
-const shutdownGrace = 2 * time.Second
+// Grace periods of a stopping HTTP server.
+const (
+	// shutdownGrace is how long requests get to finish before the ones
+	// still running (long polls) are cancelled.
+	shutdownGrace = 2 * time.Second
+	// cancelGrace is how long cancelled requests get to answer (503
+	// not_ready) before the connections still open are closed.
+	cancelGrace = time.Second
+)
+
+// stopHTTP stops srv in steps that no client can hold open: idle
+// connections close at once and requests in flight get shutdownGrace;
+// then the long polls are cancelled (cancel) and get cancelGrace to
+// answer; then every connection still open is closed, those of clients
+// that send a request slowly or read no answer among them. ctx ending cuts
+// the steps short.
+func stopHTTP(ctx context.Context, srv *http.Server, cancel context.CancelFunc, log *slog.Logger) {
+	grace, cancelGraceCtx := context.WithTimeout(ctx, shutdownGrace)
+	err := srv.Shutdown(grace)
+	cancelGraceCtx()
+	if err == nil {
+		return
+	}
+	cancel()
+	grace, cancelGraceCtx = context.WithTimeout(ctx, cancelGrace)
+	err = srv.Shutdown(grace)
+	cancelGraceCtx()
+	if err == nil {
+		return
+	}
+	log.Warn("http: closing the connections still open after the shutdown grace period", "grace", shutdownGrace+cancelGrace)
+	_ = srv.Close()
+}
 
 // fxLogger keeps fx's events at debug level: the failures among them come
 // back as errors from New, Start and Stop, which say them once.

@@ -8,6 +8,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -19,20 +21,58 @@ import (
 
 // clientFlags are the flags every client command takes.
 type clientFlags struct {
-	server string
-	json   bool
+	server  string
+	json    bool
+	timeout positiveDuration
 }
+
+// defaultRequestTimeout bounds one request of a client command: a server
+// that accepts the connection and never answers does not hang it.
+const defaultRequestTimeout = 30 * time.Second
 
 func (c *cli) clientFlagSet(name, args string) (*flag.FlagSet, *clientFlags) {
 	fs := c.newFlags(name, args)
-	cf := &clientFlags{}
+	cf := &clientFlags{timeout: positiveDuration(defaultRequestTimeout)}
+	c.requestTimeout = &cf.timeout
 	fs.StringVar(&cf.server, "server", envOr("JOBSTAGE_SERVER", "http://127.0.0.1:8080"), "server URL (default $JOBSTAGE_SERVER)")
 	fs.BoolVar(&cf.json, "json", false, "print JSON")
+	fs.Var(&cf.timeout, "request-timeout", "give up on a request the server has not answered within this long (a long poll: its wait more)")
 	return fs, cf
 }
 
+// client returns a client whose requests each get the request timeout.
 func (cf *clientFlags) client() *httpapi.Client {
-	return httpapi.NewClient(cf.server, os.Getenv("JOBSTAGE_TOKEN"), nil)
+	return httpapi.NewClient(cf.server, os.Getenv("JOBSTAGE_TOKEN"), &http.Client{Timeout: time.Duration(cf.timeout)})
+}
+
+// longPollClient returns a client for a long poll of up to wait: the
+// request timeout is on top of the wait.
+func (cf *clientFlags) longPollClient(wait time.Duration) *httpapi.Client {
+	return httpapi.NewClient(cf.server, os.Getenv("JOBSTAGE_TOKEN"), &http.Client{Timeout: wait + time.Duration(cf.timeout)})
+}
+
+// positiveDuration is a flag that refuses a duration that is not more
+// than 0.
+type positiveDuration time.Duration
+
+func (d *positiveDuration) String() string { return time.Duration(*d).String() }
+
+func (d *positiveDuration) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("want a duration such as 10s or 2m")
+	}
+	if v <= 0 {
+		return fmt.Errorf("must be more than 0, got %s", s)
+	}
+	*d = positiveDuration(v)
+	return nil
+}
+
+// timedOut reports whether err is a request that got no answer in time.
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 func (c *cli) printJSON(v any) error {
@@ -140,7 +180,7 @@ func (c *cli) enqueue(args []string) error {
 	if *wait <= 0 {
 		return c.printJob(cf, j)
 	}
-	if j, err = c.waitFinished(cl, typ, j.ID, *wait); err != nil {
+	if j, err = c.waitFinished(cf, typ, j.ID, *wait); err != nil {
 		return err
 	}
 	if err := c.printJob(cf, j); err != nil {
@@ -168,11 +208,13 @@ func succeeded(j *httpapi.Job, waited time.Duration) error {
 
 // waitFinished long-polls until the job is finished or d passes; the
 // server bounds one poll, so a long d takes several.
-func (c *cli) waitFinished(cl *httpapi.Client, typ, id string, d time.Duration) (*httpapi.Job, error) {
+func (c *cli) waitFinished(cf *clientFlags, typ, id string, d time.Duration) (*httpapi.Job, error) {
 	deadline := time.Now().Add(d)
 	for {
-		left := time.Until(deadline)
-		j, err := cl.Wait(c.ctx, typ, id, fdbq.Finished, min(left, httpapi.MaxWait))
+		// At least a millisecond: a timeout of 0 would be the server's
+		// default wait, longer than the client gives the poll.
+		poll := max(min(time.Until(deadline), httpapi.MaxWait), time.Millisecond)
+		j, err := cf.longPollClient(poll).Wait(c.ctx, typ, id, fdbq.Finished, poll)
 		if err != nil {
 			return nil, err
 		}
@@ -316,7 +358,10 @@ func (c *cli) wait(args []string) error {
 	if err != nil {
 		return err
 	}
-	j, err := c.waitFinished(cf.client(), pos[0], pos[1], *timeout)
+	if *timeout < 0 {
+		return usagef("--timeout %s is negative", *timeout)
+	}
+	j, err := c.waitFinished(cf, pos[0], pos[1], *timeout)
 	if err != nil {
 		return err
 	}

@@ -53,6 +53,37 @@ type serverProc struct {
 	url  string
 	logs *lockedBuffer
 	done chan error
+
+	mu     sync.Mutex
+	logged map[string]chan struct{} // by message: closed once logged
+}
+
+// loggedMsg returns a channel closed once the server has logged a line
+// with message msg.
+func (s *serverProc) loggedMsg(msg string) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch, ok := s.logged[msg]
+	if !ok {
+		ch = make(chan struct{})
+		s.logged[msg] = ch
+	}
+	return ch
+}
+
+func (s *serverProc) markLogged(msg string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch, ok := s.logged[msg]
+	if !ok {
+		ch = make(chan struct{})
+		s.logged[msg] = ch
+	}
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
 }
 
 type lockedBuffer struct {
@@ -85,7 +116,7 @@ func startServer(t *testing.T, cfg string, env ...string) *serverProc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &serverProc{t: t, cmd: cmd, logs: &lockedBuffer{}, done: make(chan error, 1)}
+	s := &serverProc{t: t, cmd: cmd, logs: &lockedBuffer{}, done: make(chan error, 1), logged: map[string]chan struct{}{}}
 	urls := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
@@ -93,8 +124,11 @@ func startServer(t *testing.T, cfg string, env ...string) *serverProc {
 			line := sc.Bytes()
 			s.logs.Write(append(line, '\n'))
 			var rec struct{ Msg, URL string }
-			if json.Unmarshal(line, &rec) == nil && rec.Msg == "listening" {
-				urls <- rec.URL
+			if json.Unmarshal(line, &rec) == nil {
+				if rec.Msg == "listening" {
+					urls <- rec.URL
+				}
+				s.markLogged(rec.Msg)
 			}
 		}
 		s.done <- cmd.Wait()
@@ -466,6 +500,13 @@ func TestWaitExitStatus(t *testing.T) {
 	_, errOut, code = jobstage(t, "", "enqueue", "ok", "2", "--id", "c", "--wait", "1s", "--server", s.url)
 	if code != 1 || !strings.Contains(errOut, "ok c not finished after 1s: pending") {
 		t.Errorf("job of a paused type: exit %d: %s", code, errOut)
+	}
+	// --timeout 0s looks once, without the server's default wait (30s,
+	// as long as the client gives the request).
+	start := time.Now()
+	_, errOut, code = jobstage(t, "", "wait", "ok", "c", "--timeout", "0s", "--server", s.url)
+	if code != 1 || !strings.Contains(errOut, "ok c not finished after 0s: pending") || time.Since(start) > 20*time.Second {
+		t.Errorf("wait --timeout 0s: exit %d after %s: %s", code, time.Since(start), errOut)
 	}
 	s.stop()
 }

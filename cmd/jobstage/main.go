@@ -17,7 +17,8 @@
 //
 // Client commands reach the server at --server (default $JOBSTAGE_SERVER,
 // else http://127.0.0.1:8080) with the bearer token in $JOBSTAGE_TOKEN,
-// and print JSON with --json.
+// give up on a request not answered within --request-timeout (default
+// 30s; a long poll gets its wait more), and print JSON with --json.
 package main
 
 import (
@@ -62,23 +63,46 @@ commands:
   version                    print the version
 
 Client commands take --server URL (default $JOBSTAGE_SERVER or
-http://127.0.0.1:8080) and --json; the token comes from $JOBSTAGE_TOKEN.
+http://127.0.0.1:8080), --request-timeout (default 30s) and --json; the
+token comes from $JOBSTAGE_TOKEN. A first SIGINT or SIGTERM stops serve
+after draining; a second stops it at once.
 Run 'jobstage <command> -h' for a command's flags.
 `
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	ctx, force := signalContexts()
+	os.Exit(run(ctx, force, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-// run runs one command and returns the process's exit status.
-func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+// signalContexts returns a context that the first SIGINT or SIGTERM ends
+// (a command stops, `serve` drains) and one that the second ends (`serve`
+// stops at once).
+func signalContexts() (ctx, force context.Context) {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := context.WithCancel(context.Background())
+	force, stopNow := context.WithCancel(context.Background())
+	go func() {
+		<-sigs
+		stop()
+		<-sigs
+		stopNow()
+	}()
+	return ctx, force
+}
+
+// run runs one command and returns the process's exit status. ctx ending
+// asks the command to stop; force ending asks serve to stop at once (nil:
+// never).
+func run(ctx, force context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
-	env := &cli{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr}
+	if force == nil {
+		force = context.Background()
+	}
+	env := &cli{ctx: ctx, force: force, stdin: stdin, stdout: stdout, stderr: stderr}
 	var err error
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "serve":
@@ -121,6 +145,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case errors.Is(err, errBadFlags):
 		return 2
 	default:
+		if timedOut(err) && env.requestTimeout != nil {
+			err = fmt.Errorf("the server did not answer within --request-timeout (%s; a long poll gets its wait more): %w", env.requestTimeout, err)
+		}
 		if wantsJSON(args) {
 			printJSONError(stderr, err)
 		} else {
@@ -143,6 +170,10 @@ var errHelp = errors.New("help")
 
 type cli struct {
 	ctx            context.Context
+	force          context.Context // serve: stop at once
 	stdin          io.Reader
 	stdout, stderr io.Writer
+	// requestTimeout is a client command's --request-timeout, once its
+	// flags are made.
+	requestTimeout *positiveDuration
 }

@@ -11,9 +11,18 @@ import (
 	"github.com/jobstage/jobstage/server"
 )
 
-// stopTimeout bounds a server's stop: the pipelines' drain (30 s by
-// default) and closing the store.
-const stopTimeout = 60 * time.Second
+// stopMargin is what a server's stop may take beyond the pipelines'
+// drain (shutdown.drain_timeout): stopping the HTTP API, handing jobs
+// back, and closing the store.
+const stopMargin = 30 * time.Second
+
+// forcedStopWait is how long a stop that a second signal cut short may
+// still take to close the store before serve returns without it.
+const forcedStopWait = 2 * time.Second
+
+// errForced is the failure of a serve that a second signal stopped at
+// once.
+var errForced = errors.New("stopped at once by a second signal: running handlers were interrupted and their jobs will run again")
 
 func (c *cli) serve(args []string) error {
 	fs := c.newFlags("serve", "--config FILE")
@@ -46,10 +55,25 @@ func (c *cli) serve(args []string) error {
 	}
 	log.Info("started", "config", *path, "version", versionInfo().Version)
 	<-c.ctx.Done()
-	log.Info("stopping: draining pipelines")
-	stopCtx, cancelStop := context.WithTimeout(context.Background(), stopTimeout)
+	log.Info("stopping: draining pipelines", "drain_timeout", cfg.Shutdown.DrainTimeout)
+	// A second signal ends stopCtx: every step of the stop is cut short.
+	stopCtx, cancelStop := context.WithTimeout(c.force, cfg.Shutdown.DrainTimeout+stopMargin)
 	defer cancelStop()
-	if err := srv.Stop(stopCtx); err != nil {
+	stopped := make(chan error, 1)
+	go func() { stopped <- srv.Stop(stopCtx) }()
+	select {
+	case err = <-stopped:
+	case <-c.force.Done():
+		log.Warn("second signal: stopping at once")
+		select {
+		case err = <-stopped:
+		case <-time.After(forcedStopWait):
+		}
+	}
+	if c.force.Err() != nil {
+		return errForced
+	}
+	if err != nil {
 		return err
 	}
 	log.Info("stopped")

@@ -22,7 +22,7 @@ import (
 func runIn(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code = run(context.Background(), args, strings.NewReader(""), &out, &errOut)
+	code = run(context.Background(), nil, args, strings.NewReader(""), &out, &errOut)
 	return out.String(), errOut.String(), code
 }
 
