@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -152,9 +151,9 @@ wait:
 }
 
 // killTree kills every descendant of this process until it has no child
-// left: a process forked while the tree was read is found on the next pass,
-// which follows each death among our children (a killed process's children
-// become ours first).
+// left, passing over the tree again after each death among its children
+// (a killed process's children become ours first) and every 100 ms while
+// any lives.
 func killTree(reapc <-chan reaped) {
 	self := os.Getpid()
 	for {
@@ -166,8 +165,9 @@ func killTree(reapc <-chan reaped) {
 			if !ok {
 				return
 			}
-		case <-time.After(time.Second):
-			// Not needed by the argument above; a pass more costs little.
+		case <-time.After(100 * time.Millisecond):
+			// A process missed by the last pass (forked or reparented
+			// while the tree was read) is found by the next.
 		}
 	}
 }
@@ -208,8 +208,52 @@ func inTree(pid, self int) bool {
 	return false
 }
 
-// descendants returns the processes below root, read from /proc.
+// descendants returns the processes below root: read from the children
+// files of /proc/<pid>/task/<tid>, or, where the kernel has none, from the
+// parent of every process in /proc. A process forked or reparented while
+// they are read may be missed; killTree reads them again.
 func descendants(root int) []int {
+	if !haveChildrenFiles {
+		return descendantsByScan(root)
+	}
+	var out []int
+	next := childrenOf(root)
+	for len(next) > 0 {
+		pid := next[len(next)-1]
+		next = next[:len(next)-1]
+		out = append(out, pid)
+		next = append(next, childrenOf(pid)...)
+	}
+	return out
+}
+
+var haveChildrenFiles = func() bool {
+	pid := strconv.Itoa(os.Getpid())
+	_, err := os.Stat("/proc/" + pid + "/task/" + pid + "/children")
+	return err == nil
+}()
+
+// childrenOf returns the children of pid's threads.
+func childrenOf(pid int) []int {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task/"
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil
+	}
+	tids, _ := d.Readdirnames(-1)
+	d.Close()
+	var out []int
+	for _, tid := range tids {
+		for f := range strings.FieldsSeq(readProc(dir + tid + "/children")) {
+			if c, err := strconv.Atoi(f); err == nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+func descendantsByScan(root int) []int {
 	d, err := os.Open("/proc")
 	if err != nil {
 		return nil
@@ -239,15 +283,7 @@ func descendants(root int) []int {
 
 // parentOf reads pid's parent from /proc/<pid>/stat.
 func parentOf(pid int) (int, bool) {
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	defer f.Close()
-	line, err := bufio.NewReader(f).ReadString('\n')
-	if err != nil && line == "" {
-		return 0, false
-	}
+	line := readProc("/proc/" + strconv.Itoa(pid) + "/stat")
 	// pid (comm) state ppid …; comm may hold spaces and parentheses.
 	i := strings.LastIndexByte(line, ')')
 	if i < 0 {
@@ -259,4 +295,21 @@ func parentOf(pid int) (int, bool) {
 	}
 	ppid, err := strconv.Atoi(fields[1])
 	return ppid, err == nil
+}
+
+// readProc returns the start of a small /proc file, "" if it cannot be
+// read. It calls the system directly: os.Open's set-up for the poller
+// costs more than the read on a file of /proc.
+func readProc(path string) string {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return ""
+	}
+	defer unix.Close(fd)
+	var buf [4096]byte
+	n, err := unix.Read(fd, buf[:])
+	if err != nil || n <= 0 {
+		return ""
+	}
+	return string(buf[:n])
 }
