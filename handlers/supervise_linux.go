@@ -99,6 +99,15 @@ func supervise(argv []string) int {
 	}
 	pid := p.Pid
 	_ = p.Release() // the reaper below waits for it, with every other child
+	// The supervisor lets go of the command's stdin and stdout, so that they
+	// close when the command's processes close them (the handler's writer
+	// learns at once that nobody reads stdin); it keeps stderr for its own
+	// errors.
+	if null, err := os.Open(os.DevNull); err == nil {
+		_ = unix.Dup3(int(null.Fd()), 0, 0)
+		_ = unix.Dup3(int(null.Fd()), 1, 0)
+		null.Close()
+	}
 
 	// The reaper waits for any child, the command and the orphans that
 	// become ours alike, until there is none (ECHILD).
