@@ -347,3 +347,18 @@ func TestExecEnvironmentIsMinimal(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkExecTrue is the cost of a job whose command does nothing: the
+// process starts (on Linux the supervisor's and the command's) and the
+// plumbing around them.
+func BenchmarkExecTrue(b *testing.B) {
+	h, err := handlers.Exec(handlers.ExecOptions{Command: []string{"true"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := h(context.Background(), job(`null`)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
