@@ -25,8 +25,10 @@ const (
 )
 
 // execWaitDelay bounds how long Exec waits, after the command exited or was
-// killed, for its output pipes to close: a process that left the command's
-// group could otherwise hold them open, and the job, forever.
+// killed, for its output pipes to close: a process that escaped the kill
+// (elsewhere than Linux, one that left the command's group) could otherwise
+// hold them open, and the job, forever. On Linux it also bounds the wait for
+// the supervisor to exit once asked to, before it is killed.
 const execWaitDelay = 5 * time.Second
 
 // Environment variables Exec sets for the command.
