@@ -162,10 +162,13 @@ wait:
 // killTree kills every descendant of this process until it has no child
 // left, passing over the tree again after each death among its children
 // (a killed process's children become ours first) and every 100 ms while
-// any lives.
+// any lives. It gives up after execWaitDelay: a process it may not signal
+// (one that changed to another user) would otherwise keep the supervisor,
+// and the job, waiting forever.
 func killTree(reapc <-chan reaped) {
 	self := os.Getpid()
-	for {
+	deadline := time.Now().Add(execWaitDelay)
+	for time.Now().Before(deadline) {
 		for _, pid := range descendants(self) {
 			killProcess(pid, self)
 		}
