@@ -121,8 +121,11 @@ type ExecHandler struct {
 	Command []string `yaml:"command"`
 	// Dir is the working directory; empty: jobstage's own.
 	Dir string `yaml:"dir"`
-	// Env is added to the command's environment.
+	// Env is set in the command's environment.
 	Env map[string]string `yaml:"env"`
+	// PassEnv names variables of jobstage's environment passed on to the
+	// command besides handlers.BaseEnv; a token's value_env never is.
+	PassEnv []string `yaml:"pass_env"`
 	// MaxOutput bounds the bytes of stdout kept as the result; default
 	// DefaultMaxOutput.
 	MaxOutput int `yaml:"max_output"`

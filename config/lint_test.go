@@ -171,6 +171,20 @@ var lintCases = []struct {
 		},
 	},
 	{
+		name: "exec handler environment",
+		src: "types: {t: {}}\npipelines:\n" +
+			"  a: {type: t, handler: {exec: {command: [cat], pass_env: [OK_NAME, 1BAD, 'A-B', ADMIN_TOKEN]}}}\n" +
+			"  b: {type: t, handler: {exec: {command: [cat], env: {T: 'x${ADMIN_TOKEN}', U: fine}}}}\n" +
+			"http:\n  tokens:\n    - {name: admin, role: admin, value_env: ADMIN_TOKEN}\n",
+		env: map[string]string{"ADMIN_TOKEN": "s3cret-admin"},
+		want: []string{
+			`f.yaml:3:69: pipelines.a.handler.exec.pass_env.1: bad environment variable name "1BAD": letters, digits and underscores, not starting with a digit`,
+			`f.yaml:3:75: pipelines.a.handler.exec.pass_env.2: bad environment variable name "A-B": letters, digits and underscores, not starting with a digit`,
+			`f.yaml:3:82: pipelines.a.handler.exec.pass_env.3: ADMIN_TOKEN holds the secret of token "admin" (http.tokens.0.value_env); it is never passed to a command`,
+			`f.yaml:4:55: pipelines.b.handler.exec.env.T: the value holds the secret of token "admin" (http.tokens.0); a secret is never passed to a command`,
+		},
+	},
+	{
 		name: "http handler",
 		src: "types: {t: {}}\npipelines:\n" +
 			"  a: {type: t, handler: {http: {}}}\n" +

@@ -37,8 +37,34 @@ func (d *decoder) validate(c *Config) {
 		c.Pipelines[name] = p
 	}
 	d.validateHTTP(&c.HTTP)
+	d.validateExecSecrets(c)
 	d.validateMetrics(&c.Metrics)
 	d.validateShutdown(&c.Shutdown)
+}
+
+// validateExecSecrets refuses an exec handler that would pass a token's
+// secret to its command: naming its value_env in pass_env, or setting it
+// in env.
+func (d *decoder) validateExecSecrets(c *Config) {
+	for _, name := range slices.Sorted(maps.Keys(c.Pipelines)) {
+		e := c.Pipelines[name].Handler.Exec
+		if e == nil {
+			continue
+		}
+		path := []string{"pipelines", name, "handler", "exec"}
+		for i, t := range c.HTTP.Tokens {
+			for j, k := range e.PassEnv {
+				if t.ValueEnv != "" && k == t.ValueEnv {
+					d.at(fmt.Sprintf("%s holds the secret of token %q (http.tokens.%d.value_env); it is never passed to a command", k, t.Name, i), append(path, "pass_env", strconv.Itoa(j))...)
+				}
+			}
+			for _, k := range slices.Sorted(maps.Keys(e.Env)) {
+				if t.Value != "" && strings.Contains(e.Env[k], t.Value) {
+					d.at(fmt.Sprintf("the value holds the secret of token %q (http.tokens.%d); a secret is never passed to a command", t.Name, i), append(path, "env", k)...)
+				}
+			}
+		}
+	}
 }
 
 // fine reports whether the value at path came through decoding without a
@@ -218,13 +244,18 @@ func (d *decoder) validateExec(name string, e *ExecHandler) {
 	if e.MaxOutput > fdbq.MaxDataSize {
 		at(fmt.Sprintf("must be at most %d, the limit a job's data, result and error share, got %d", fdbq.MaxDataSize, e.MaxOutput), "max_output")
 	}
+	for i, k := range e.PassEnv {
+		if !handlers.ValidEnvName(k) {
+			d.at(fmt.Sprintf("bad environment variable name %q: letters, digits and underscores, not starting with a digit", k), append(slices.Clone(path), "pass_env", strconv.Itoa(i))...)
+		}
+	}
 	clean := len(d.probs) == before && len(e.Command) > 0
-	for _, k := range []string{"command", "dir", "env", "max_output"} {
+	for _, k := range []string{"command", "dir", "env", "pass_env", "max_output"} {
 		clean = clean && d.fine(append(slices.Clone(path), k)...)
 	}
 	if clean {
 		// Whatever else serve would refuse when it builds the handler.
-		if _, err := handlers.Exec(handlers.ExecOptions{Command: e.Command, Dir: e.Dir, Env: e.Env, MaxOutput: e.MaxOutput}); err != nil {
+		if _, err := handlers.Exec(handlers.ExecOptions{Command: e.Command, Dir: e.Dir, Env: e.Env, PassEnv: e.PassEnv, MaxOutput: e.MaxOutput}); err != nil {
 			d.at(strings.TrimPrefix(err.Error(), "handlers: "), path...)
 		}
 	}

@@ -19,7 +19,24 @@
 // # Stopping
 //
 // A handler's context ends when the job's lock is gone, its timeout passes
-// or the pipeline stops. Exec then kills the command's whole process group
-// (the command runs in a group of its own), so that neither the command
-// nor anything it started outlives the job; HTTP abandons the request.
+// or the pipeline stops. Exec then kills the command and everything it
+// started (SIGKILL); HTTP abandons the request.
+//
+// On Linux a command runs under a supervisor: this same executable
+// (/proc/self/exe) started again in a special mode, which the package's
+// init function recognises, so any program importing this package can run
+// commands. The supervisor is a child subreaper (PR_SET_CHILD_SUBREAPER):
+// whatever the command starts stays below it, even a process that calls
+// setsid or is orphaned by a double fork. It kills every process below it
+// when the command exits, when the handler asks (the job's context ended),
+// and when the handler's process dies however it dies, kill -9 included: it
+// holds the read end of a pipe whose write end only that process holds,
+// and the kernel closes it when that process dies. Should the supervisor
+// itself be killed (SIGKILL), only the command dies with it (Pdeathsig).
+//
+// What still escapes is what is not a descendant: work handed to another
+// process (a service manager, a container daemon, another host). Elsewhere
+// than Linux the command leads a process group of its own, which is killed
+// when the context ends and when the command exits; a process that leaves
+// the group escapes, and nothing is killed when this process dies.
 package handlers

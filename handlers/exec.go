@@ -25,8 +25,10 @@ const (
 )
 
 // execWaitDelay bounds how long Exec waits, after the command exited or was
-// killed, for its output pipes to close: a process that left the command's
-// group could otherwise hold them open, and the job, forever.
+// killed, for its output pipes to close: a process that escaped the kill
+// (elsewhere than Linux, one that left the command's group) could otherwise
+// hold them open, and the job, forever. On Linux it also bounds the wait for
+// the supervisor to exit once asked to, before it is killed.
 const execWaitDelay = 5 * time.Second
 
 // Environment variables Exec sets for the command.
@@ -49,9 +51,18 @@ type ExecOptions struct {
 	Command []string
 	// Dir is the command's working directory; empty: the process's.
 	Dir string
-	// Env is set on top of the process's environment; the JOBSTAGE_JOB_*
+	// Env is set in the command's environment, on top of the variables
+	// passed on from this process's (see Exec); the JOBSTAGE_JOB_*
 	// variables are set on top of both.
 	Env map[string]string
+	// PassEnv names more variables of this process's environment that the
+	// command gets, besides those of BaseEnv. A name must be letters,
+	// digits and underscores, not starting with a digit.
+	PassEnv []string
+	// Withhold names variables of this process's environment that are
+	// never passed on, even when BaseEnv or PassEnv has them: a server
+	// lists those that hold its secrets.
+	Withhold []string
 	// MaxOutput bounds stdout, the job's result (default
 	// DefaultMaxOutput, at most fdbq.MaxDataSize). A command that writes
 	// more fails its attempt with ErrOutputTooLarge.
@@ -70,11 +81,19 @@ type ExecOptions struct {
 //     documentation);
 //   - another exit status fails the attempt with the error
 //     "exit status N: <end of stderr>";
-//   - when the job's context ends (halt, timeout, stop) the command's whole
-//     process group is killed and the attempt fails with the context's
-//     cause.
+//   - its environment is not this process's: only the variables of
+//     BaseEnv and PassEnv are passed on (less Withhold), then Env and the
+//     job's variables are set;
+//   - when the job's context ends (halt, timeout, stop) the command and
+//     everything it started are killed and the attempt fails with the
+//     context's cause.
 //
-// Processes the command left behind in its group are killed when it exits.
+// Processes the command left behind are killed when it exits. On Linux the
+// command runs under a supervisor process that kills its whole process
+// tree, setsid and double forks included, when the command exits, when the
+// job's context ends and when this process dies, kill -9 included (see the
+// package documentation). Elsewhere the command leads a process group of
+// its own, which is killed in the first two cases.
 func Exec(o ExecOptions) (consumer.Handler[json.RawMessage, json.RawMessage], error) {
 	if len(o.Command) == 0 || o.Command[0] == "" {
 		return nil, errors.New("handlers: exec: command is empty")
@@ -108,7 +127,10 @@ func Exec(o ExecOptions) (consumer.Handler[json.RawMessage, json.RawMessage], er
 		}
 		prog = p
 	}
-	env, err := execEnv(o.Env)
+	if err := supervised(); err != nil {
+		return nil, fmt.Errorf("handlers: exec: %w", err)
+	}
+	env, err := execEnv(os.Environ(), o)
 	if err != nil {
 		return nil, err
 	}
@@ -116,8 +138,51 @@ func Exec(o ExecOptions) (consumer.Handler[json.RawMessage, json.RawMessage], er
 	return r.run, nil
 }
 
-// execEnv returns the configured variables as KEY=value, in key order.
-func execEnv(m map[string]string) ([]string, error) {
+// BaseEnv names the variables of this process's environment that every
+// command gets, when set: the search path, the home directory, the locale
+// (LANG and every LC_* variable), the time zone and the temporary
+// directory.
+var BaseEnv = []string{"PATH", "HOME", "LANG", "LC_*", "TZ", "TMPDIR"}
+
+// ValidEnvName reports whether name is a portable environment variable
+// name: letters, digits and underscores, not starting with a digit.
+func ValidEnvName(name string) bool {
+	if name == "" || name[0] >= '0' && name[0] <= '9' {
+		return false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// execEnv returns the command's environment less the job's variables, as
+// KEY=value: what environ passes on under o.PassEnv and BaseEnv, less
+// o.Withhold, in environ's order, then o.Env in key order.
+func execEnv(environ []string, o ExecOptions) ([]string, error) {
+	pass := map[string]bool{}
+	for _, k := range o.PassEnv {
+		if !ValidEnvName(k) {
+			return nil, fmt.Errorf("handlers: exec: pass env: bad variable name %q", k)
+		}
+		pass[k] = true
+	}
+	for _, k := range BaseEnv {
+		pass[k] = true
+	}
+	var out []string
+	for _, kv := range environ {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || slices.Contains(o.Withhold, k) {
+			continue
+		}
+		if pass[k] || strings.HasPrefix(k, "LC_") && ValidEnvName(k) {
+			out = append(out, kv)
+		}
+	}
+	m := o.Env
 	keys := make([]string, 0, len(m))
 	for k, v := range m {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
@@ -129,9 +194,8 @@ func execEnv(m map[string]string) ([]string, error) {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	out := make([]string, len(keys))
-	for i, k := range keys {
-		out[i] = k + "=" + m[k]
+	for _, k := range keys {
+		out = append(out, k+"="+m[k])
 	}
 	return out, nil
 }
@@ -146,10 +210,7 @@ type execRunner struct {
 }
 
 func (r *execRunner) run(ctx context.Context, job *consumer.Job[json.RawMessage]) (json.RawMessage, error) {
-	cmd := exec.CommandContext(ctx, r.prog, r.args...)
-	cmd.Dir = r.dir
-	cmd.Env = append(os.Environ(), r.env...)
-	cmd.Env = append(cmd.Env,
+	env := append(slices.Clip(r.env),
 		EnvJobID+"="+job.ID,
 		EnvJobType+"="+job.Type,
 		EnvJobAttempt+"="+strconv.Itoa(job.Attempt),
@@ -158,35 +219,17 @@ func (r *execRunner) run(ctx context.Context, job *consumer.Job[json.RawMessage]
 	if len(data) == 0 {
 		data = []byte("null")
 	}
-	cmd.Stdin = bytes.NewReader(data)
 	stdout := &limitBuffer{max: r.maxOutput}
 	stderr := &tailBuffer{max: r.stderrTail}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	// The command leads a process group of its own, and cancellation kills
-	// the group: a shell script's children die with it. Where the system
-	// can, the command is also killed when this process dies (kill -9
-	// included), so that a recycled job is not worked twice at once.
-	cmd.SysProcAttr = procAttr()
-	cmd.Cancel = func() error { return killGroup(cmd.Process.Pid) }
-	cmd.WaitDelay = execWaitDelay
-
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("handlers: exec: start %s: %w", r.name, err)
-	}
-	err := cmd.Wait()
-	// Whatever the command left running in its group goes with it. While
-	// one of them lives the group's id is not given to a new process; when
-	// none does, the kill finds no group.
-	_ = killGroup(cmd.Process.Pid)
+	ws, err := r.runCommand(ctx, env, bytes.NewReader(data), stdout, stderr)
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("handlers: exec: %s killed: %w%s", r.name, context.Cause(ctx), tailSuffix(stderr))
 	}
-	var exit *exec.ExitError
 	switch {
-	case errors.As(err, &exit):
-		return nil, fmt.Errorf("%s%s", exitText(exit), tailSuffix(stderr))
 	case err != nil:
-		return nil, fmt.Errorf("handlers: exec: %s: %w%s", r.name, err, tailSuffix(stderr))
+		return nil, fmt.Errorf("%w%s", err, tailSuffix(stderr))
+	case !ws.Exited() || ws.ExitStatus() != 0:
+		return nil, fmt.Errorf("%s%s", exitText(ws), tailSuffix(stderr))
 	case stdout.over():
 		return nil, fmt.Errorf("%w: %s wrote %d bytes to stdout, more than the %d allowed", ErrOutputTooLarge, r.name, stdout.total, r.maxOutput)
 	}
@@ -194,11 +237,16 @@ func (r *execRunner) run(ctx context.Context, job *consumer.Job[json.RawMessage]
 }
 
 // exitText says how the command ended: "exit status N" or "signal: S".
-func exitText(e *exec.ExitError) string {
-	if ws, ok := e.Sys().(syscall.WaitStatus); ok && ws.Exited() {
+func exitText(ws syscall.WaitStatus) string {
+	switch {
+	case ws.Exited():
 		return "exit status " + strconv.Itoa(ws.ExitStatus())
+	case ws.Signaled() && ws.CoreDump():
+		return "signal: " + ws.Signal().String() + " (core dumped)"
+	case ws.Signaled():
+		return "signal: " + ws.Signal().String()
 	}
-	return e.String()
+	return "wait status " + strconv.Itoa(int(ws))
 }
 
 func tailSuffix(t *tailBuffer) string {
@@ -207,14 +255,4 @@ func tailSuffix(t *tailBuffer) string {
 		return ""
 	}
 	return ": " + s
-}
-
-// killGroup kills the process group led by pid; a group already gone is
-// not an error.
-func killGroup(pid int) error {
-	err := syscall.Kill(-pid, syscall.SIGKILL)
-	if errors.Is(err, syscall.ESRCH) {
-		return nil
-	}
-	return err
 }

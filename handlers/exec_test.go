@@ -269,6 +269,7 @@ func TestExecBadOptions(t *testing.T) {
 		{"missing dir", handlers.ExecOptions{Command: []string{"cat"}, Dir: filepath.Join(file, "x")}, "dir:"},
 		{"dir is a file", handlers.ExecOptions{Command: []string{"cat"}, Dir: file}, "is not a directory"},
 		{"bad env name", handlers.ExecOptions{Command: []string{"cat"}, Env: map[string]string{"A=B": "x"}}, `bad variable name "A=B"`},
+		{"bad pass env name", handlers.ExecOptions{Command: []string{"cat"}, PassEnv: []string{"1X"}}, `pass env: bad variable name "1X"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := handlers.Exec(c.o)
@@ -292,5 +293,72 @@ func TestExecStartFailure(t *testing.T) {
 	_, err := h(context.Background(), job(`null`))
 	if err == nil || !strings.Contains(err.Error(), "start "+prog) {
 		t.Fatalf("error %v, want one naming the program it could not start", err)
+	}
+}
+
+// TestExecEnvironmentIsMinimal: the command gets the base variables, those
+// PassEnv names, Env and the job's; nothing else of this process's
+// environment, and nothing Withhold names even when listed.
+func TestExecEnvironmentIsMinimal(t *testing.T) {
+	t.Setenv("JOBSTAGE_TEST_SECRET", "s3cret-not-named")
+	t.Setenv("JOBSTAGE_TEST_WITHHELD", "s3cret-named")
+	t.Setenv("JOBSTAGE_TEST_PASSED", "passed")
+	t.Setenv("LC_TIME", "C")
+	t.Setenv("TZ", "s3cret-in-base")
+	h := mustExec(t, handlers.ExecOptions{
+		Command:  []string{"env"},
+		PassEnv:  []string{"JOBSTAGE_TEST_PASSED", "JOBSTAGE_TEST_WITHHELD", "JOBSTAGE_TEST_UNSET"},
+		Withhold: []string{"JOBSTAGE_TEST_WITHHELD", "TZ"},
+		Env:      map[string]string{"EXTRA": "configured"},
+	})
+	got, err := h(context.Background(), job(`null`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out string
+	if err := json.Unmarshal(got, &out); err != nil {
+		t.Fatalf("%s: %v", got, err)
+	}
+	if strings.Contains(out, "s3cret") {
+		t.Errorf("a withheld or unnamed variable reached the command:\n%s", out)
+	}
+	env := map[string]string{}
+	for _, line := range strings.Split(out, "\n") {
+		k, v, _ := strings.Cut(line, "=")
+		env[k] = v
+	}
+	want := map[string]string{
+		"JOBSTAGE_TEST_PASSED": "passed", "LC_TIME": "C", "EXTRA": "configured",
+		"JOBSTAGE_JOB_ID": "job-1", "JOBSTAGE_JOB_TYPE": "resize", "JOBSTAGE_JOB_ATTEMPT": "2",
+	}
+	for _, k := range []string{"PATH", "HOME", "LANG", "TMPDIR"} {
+		if v, ok := os.LookupEnv(k); ok {
+			want[k] = v
+		}
+	}
+	for k, v := range want {
+		if got, ok := env[k]; !ok || got != v {
+			t.Errorf("%s = %q (set: %v), want %q", k, got, ok, v)
+		}
+	}
+	for k := range env {
+		if _, ok := want[k]; !ok {
+			t.Errorf("%s reached the command; it was not asked for", k)
+		}
+	}
+}
+
+// BenchmarkExecTrue is the cost of a job whose command does nothing: the
+// process starts (on Linux the supervisor's and the command's) and the
+// plumbing around them.
+func BenchmarkExecTrue(b *testing.B) {
+	h, err := handlers.Exec(handlers.ExecOptions{Command: []string{"true"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := h(context.Background(), job(`null`)); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

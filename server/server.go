@@ -98,7 +98,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		opts = append(opts, fdbq.DeclareType(name, cfg.Types[name].Settings()))
 	}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Pipelines)) {
-		opts = append(opts, pipeline.Provide(pipelineConstructor(name, cfg.Pipelines[name], cfg.Shutdown.DrainTimeout, o.Handlers, log)))
+		opts = append(opts, pipeline.Provide(pipelineConstructor(name, cfg.Pipelines[name], cfg.Shutdown.DrainTimeout, secretEnv(cfg), o.Handlers, log)))
 	}
 	s.app = fx.New(opts...)
 	if err := s.app.Err(); err != nil {
@@ -169,9 +169,9 @@ func newMetrics(q *fdbq.Queue, db *kv.DB) (metricsOut, error) {
 // pipelineConstructor returns the fx constructor of a configured
 // pipeline: a producer for its type, the metrics stage, and a consumer
 // running its built-in handler.
-func pipelineConstructor(name string, pc config.Pipeline, drain time.Duration, goHandlers map[string]consumer.Handler[json.RawMessage, json.RawMessage], log *slog.Logger) func(*fdbq.Queue, *metrics.Metrics) (*pipeline.Pipeline, error) {
+func pipelineConstructor(name string, pc config.Pipeline, drain time.Duration, withhold []string, goHandlers map[string]consumer.Handler[json.RawMessage, json.RawMessage], log *slog.Logger) func(*fdbq.Queue, *metrics.Metrics) (*pipeline.Pipeline, error) {
 	return func(q *fdbq.Queue, m *metrics.Metrics) (*pipeline.Pipeline, error) {
-		h, err := handler(pc.Handler, goHandlers)
+		h, err := handler(pc.Handler, withhold, goHandlers)
 		if err != nil {
 			return nil, fmt.Errorf("pipeline %s: %w", name, err)
 		}
@@ -198,12 +198,24 @@ func pipelineConstructor(name string, pc config.Pipeline, drain time.Duration, g
 	}
 }
 
-func handler(h config.Handler, goHandlers map[string]consumer.Handler[json.RawMessage, json.RawMessage]) (consumer.Handler[json.RawMessage, json.RawMessage], error) {
+// secretEnv names the environment variables that hold the config's
+// secrets: no command is given them.
+func secretEnv(cfg *config.Config) []string {
+	var names []string
+	for _, t := range cfg.HTTP.Tokens {
+		if t.ValueEnv != "" {
+			names = append(names, t.ValueEnv)
+		}
+	}
+	return names
+}
+
+func handler(h config.Handler, withhold []string, goHandlers map[string]consumer.Handler[json.RawMessage, json.RawMessage]) (consumer.Handler[json.RawMessage, json.RawMessage], error) {
 	switch {
 	case h.Go != "":
 		return goHandlers[h.Go], nil
 	case h.Exec != nil:
-		return handlers.Exec(handlers.ExecOptions{Command: h.Exec.Command, Dir: h.Exec.Dir, Env: h.Exec.Env, MaxOutput: h.Exec.MaxOutput})
+		return handlers.Exec(handlers.ExecOptions{Command: h.Exec.Command, Dir: h.Exec.Dir, Env: h.Exec.Env, PassEnv: h.Exec.PassEnv, Withhold: withhold, MaxOutput: h.Exec.MaxOutput})
 	case h.HTTP != nil:
 		return handlers.HTTP(handlers.HTTPOptions{URL: h.HTTP.URL, Headers: h.HTTP.Headers, Timeout: h.HTTP.Timeout})
 	}

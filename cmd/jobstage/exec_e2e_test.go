@@ -1,0 +1,199 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/httpapi"
+)
+
+const treeConfig = `
+store:
+  path: %s
+types:
+  tree: {}
+pipelines:
+  tree:
+    type: tree
+    handler:
+      exec:
+        command: [%q, %q]
+`
+
+// treeSize is how many pids handlers/testdata/tree.sh writes.
+const treeSize = 13
+
+// TestKillNineKillsExecProcessTree: every process an exec command started,
+// four deep, some in sessions of their own or orphaned by a double fork,
+// dies when the server is killed with SIGKILL.
+func TestKillNineKillsExecProcessTree(t *testing.T) {
+	dir := t.TempDir()
+	script, err := filepath.Abs("../../handlers/testdata/tree.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pidFile := filepath.Join(dir, "pids")
+	cfg := filepath.Join(dir, "jobstage.yaml")
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, treeConfig, filepath.Join(dir, "data"), script, pidFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, cfg)
+	cl := httpapi.NewClient(s.url, "", nil)
+	if _, err := cl.Enqueue(context.Background(), "tree", httpapi.NewJob{ID: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	fds := treePidfds(t, pidFile)
+	s.kill()
+	allExit(t, fds, 10*time.Second)
+}
+
+// treePidfds waits, up to waitLimit, for all of the tree's pids to be
+// written, and opens a pidfd on each still running.
+func treePidfds(t *testing.T, file string) map[int]int {
+	t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	var lines []string
+	for {
+		b, _ := os.ReadFile(file)
+		if lines = strings.Fields(string(b)); len(lines) >= treeSize {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the command's process tree was not up within %v: %q", waitLimit, lines)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	fds := map[int]int{}
+	for _, l := range lines {
+		pid, err := strconv.Atoi(l)
+		if err != nil {
+			t.Fatalf("pid file line %q", l)
+		}
+		fd, err := unix.PidfdOpen(pid, 0)
+		if errors.Is(err, unix.ESRCH) {
+			continue // one of the tree's parents that exit at once
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unix.Close(fd) })
+		fds[fd] = pid
+	}
+	return fds
+}
+
+// allExit waits, up to limit, for the processes behind the pidfds to end
+// (a pidfd becomes readable then), and fails naming those that live on,
+// killing them.
+func allExit(t *testing.T, fds map[int]int, limit time.Duration) {
+	t.Helper()
+	var poll []unix.PollFd
+	for fd := range fds {
+		poll = append(poll, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+	}
+	deadline := time.Now().Add(limit)
+	for len(poll) > 0 {
+		n, err := unix.Poll(poll, int(max(time.Until(deadline), 0)/time.Millisecond))
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			var alive []int
+			for _, p := range poll {
+				alive = append(alive, fds[int(p.Fd)])
+				unix.PidfdSendSignal(int(p.Fd), unix.SIGKILL, nil, 0)
+			}
+			t.Fatalf("%d of the command's processes outlived the server: %v", len(alive), alive)
+		}
+		poll = slices.DeleteFunc(poll, func(p unix.PollFd) bool { return p.Revents != 0 })
+	}
+}
+
+const envConfig = `
+store:
+  path: %s
+types:
+  env: {}
+http:
+  tokens:
+    - {name: admin, role: admin, value_env: JOBSTAGE_TEST_ADMIN_TOKEN}
+    - {name: tzadmin, role: admin, value_env: TZ}
+pipelines:
+  env:
+    type: env
+    handler:
+      exec:
+        command: [env]
+        pass_env: [JOBSTAGE_TEST_PASSED]
+        env: {EXTRA: configured}
+`
+
+// TestExecEnvironmentHasNoSecrets: a command run by the server sees the
+// base variables, those its config names, and none of the server's
+// secrets or other variables, even one whose name is in the base set.
+func TestExecEnvironmentHasNoSecrets(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "jobstage.yaml")
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, envConfig, filepath.Join(dir, "data")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, cfg,
+		"JOBSTAGE_TEST_ADMIN_TOKEN=admin-s3cret", "TZ=tz-s3cret", "JOBSTAGE_TEST_OTHER=other-s3cret",
+		"JOBSTAGE_TEST_PASSED=passed", "LC_ALL=C", "PATH=/usr/bin:/bin")
+	cl := httpapi.NewClient(s.url, "admin-s3cret", nil)
+	ctx := context.Background()
+	if _, err := cl.Enqueue(ctx, "env", httpapi.NewJob{ID: "e"}); err != nil {
+		t.Fatal(err)
+	}
+	j, err := cl.Wait(ctx, "env", "e", fdbq.Finished, waitLimit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out string
+	if j.Outcome != fdbq.Succeeded || json.Unmarshal(j.Result, &out) != nil {
+		t.Fatalf("job %+v", j)
+	}
+	if strings.Contains(out, "s3cret") {
+		t.Errorf("a secret reached the command:\n%s", out)
+	}
+	env := map[string]string{}
+	for _, line := range strings.Split(out, "\n") {
+		k, v, _ := strings.Cut(line, "=")
+		env[k] = v
+	}
+	want := map[string]string{
+		"PATH": "/usr/bin:/bin", "LC_ALL": "C", "JOBSTAGE_TEST_PASSED": "passed", "EXTRA": "configured",
+		"JOBSTAGE_JOB_ID": "e", "JOBSTAGE_JOB_TYPE": "env", "JOBSTAGE_JOB_ATTEMPT": "1",
+	}
+	for _, k := range []string{"HOME", "LANG", "TMPDIR"} {
+		if v, ok := os.LookupEnv(k); ok {
+			want[k] = v
+		}
+	}
+	for k, v := range want {
+		if got, ok := env[k]; !ok || got != v {
+			t.Errorf("%s = %q (set: %v), want %q", k, got, ok, v)
+		}
+	}
+	for k := range env {
+		if _, ok := want[k]; !ok {
+			t.Errorf("%s reached the command; the config did not ask for it", k)
+		}
+	}
+	s.stop()
+}
