@@ -126,12 +126,17 @@ func New(reg prometheus.Registerer, q *fdbq.Queue) (*Metrics, error) {
 	}
 	cs := []prometheus.Collector{
 		m.enqueued, m.accepted, m.queueWait, m.finished, m.runtime, m.running, m.retried,
-		m.recycled, m.expired, m.skipped, m.httpReqs, m.httpTime, m.store, m.pipelines,
+		m.recycled, m.expired, m.skipped, m.httpReqs, m.httpTime, m.pipelines,
 	}
 	if q != nil {
 		// The queue collector reports its own scrape errors, after the
-		// read they count, so that a scrape shows the failure it had.
-		cs = append(cs, &queueCollector{m: m})
+		// read they count, so that a scrape shows the failure it had. It
+		// runs after the store's counters are read, so that a scrape's
+		// own read of the store is counted by the next scrape, never
+		// sometimes by itself.
+		cs = append(cs, inOrder{m.store, &queueCollector{m: m}})
+	} else {
+		cs = append(cs, m.store)
 	}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
@@ -147,6 +152,22 @@ func New(reg prometheus.Registerer, q *fdbq.Queue) (*Metrics, error) {
 		}
 	}
 	return m, nil
+}
+
+// inOrder collects its collectors one after the other (a registry runs
+// collectors at once).
+type inOrder []prometheus.Collector
+
+func (o inOrder) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range o {
+		c.Describe(ch)
+	}
+}
+
+func (o inOrder) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range o {
+		c.Collect(ch)
+	}
 }
 
 // Handler serves the metrics g gathers (the registry New registered with,

@@ -58,7 +58,9 @@ func storeTransactions(t *testing.T, url string) int64 {
 }
 
 // atRest returns the store transactions the server made in d, apart from
-// the scrapes': each scrape's own are measured by one right after another.
+// the scrapes': a scrape reports the store's counters before it reads the
+// store, so its own read shows in the next scrape, and one right after
+// another measures it.
 func atRest(t *testing.T, url string, d time.Duration) int64 {
 	t.Helper()
 	s0 := storeTransactions(t, url)
