@@ -290,7 +290,12 @@ func pidsGone(pidsDir string, done map[string]bool, limit time.Duration) error {
 			if err != nil {
 				return err
 			}
-			for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			for _, l := range strings.Split(string(b), "\n") {
+				if l == "" {
+					// The end of the file, or all of it: a process killed
+					// between creating the file and writing its line.
+					continue
+				}
 				var pid int
 				var st string
 				if _, err := fmt.Sscan(l, &pid, &st); err != nil {
