@@ -224,7 +224,7 @@ func runAttempt(tok string) int {
 
 type enqueueResult struct{ acked, inDoubt []string }
 
-// enqueueLoad enqueues jobs of kill9 until ctx ends or limit jobs are
+// enqueueLoad enqueues jobs of kill9 until ctx ends or at least limit are
 // acknowledged: one at a time or in batches of up to 10, with pauses of up
 // to 20 ms between requests, each job's data the milliseconds its run
 // sleeps (1 to 50). An enqueue that fails is in doubt: it may have
