@@ -24,6 +24,18 @@ var lintCases = []struct {
 		want: []string{"f.yaml:1: did not find expected ',' or ']'"},
 	},
 	{
+		name: "a bad type name or concurrency hides nothing else",
+		src: "types:\n  \"bad name!\": {activity_timeout: 10ms, retry: {max_attempts: 0}}\n" +
+			"pipelines:\n  p: {type: \"bad name!\", concurrency: 0, max_demand: 1, min_demand: 5, handler: {go: h}}\n",
+		want: []string{
+			`f.yaml:2:3: types.bad name!: type name "bad name!" has ' ' at byte 3; use ASCII letters, digits, '_', '-' and '.'`,
+			`f.yaml:2:35: types.bad name!.activity_timeout: activity timeout 10ms is below 100ms`,
+			`f.yaml:2:63: types.bad name!.retry.max_attempts: max_attempts 0 is below 1`,
+			`f.yaml:4:39: pipelines.p.concurrency: must be at least 1, got 0`,
+			`f.yaml:4:69: pipelines.p.min_demand: must be below max_demand (1), got 5`,
+		},
+	},
+	{
 		name: "two documents",
 		src:  "store: {}\n---\nhttp: {}\n",
 		want: []string{"f.yaml:2:1: only one YAML document is allowed"},

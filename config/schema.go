@@ -164,7 +164,7 @@ var schema = object("", "",
 			byDefault(dur(DefaultReadHeaderTimeout)),
 		leaf("read_timeout", "Bound on reading a whole request, headers and body; a client that has not sent its body by then is disconnected. At least `read_header_timeout`.").
 			byDefault(dur(DefaultReadTimeout)),
-		leaf("request_timeout", "Bound on one request, from its headers to its answer; past it the request is answered 503 `not_ready` and a client that does not read the answer is disconnected. The long polls (accept, wait) get their wait, at most 60s, more. More than 0.").
+		leaf("request_timeout", "Bound on one request, from its headers to its answer; past it the request is answered 503 `not_ready` (once its body has been read: a body still arriving at `read_timeout` is cut off with no answer) and a client that does not read the answer is disconnected. The long polls (accept, wait) get their wait, at most 60s, more. More than 0.").
 			byDefault(dur(DefaultRequestTimeout)),
 		leaf("idle_timeout", "How long a kept-alive connection may wait for its next request. More than 0.").
 			byDefault(dur(DefaultIdleTimeout)),

@@ -102,11 +102,12 @@ func (d *decoder) validateStore(s *Store) {
 // (ValidateTypeName, TypeSettings.Validate), one setting at a time against
 // the defaults, so that each problem is reported at its key.
 func (d *decoder) validateType(name string, t Type) {
+	// A bad name hides none of the settings' problems.
+	ok := true
 	if err := fdbq.ValidateTypeName(name); err != nil {
 		d.at(fdbqMessage(err), "types", name)
-		return
+		ok = false
 	}
-	ok := true
 	check := func(s fdbq.TypeSettings, path ...string) {
 		if !d.fine(append([]string{"types", name}, path...)...) {
 			ok = false
@@ -177,7 +178,8 @@ func (d *decoder) validatePipeline(c *Config, name string, p *Pipeline) {
 	if !minSet {
 		p.MinDemand = p.MaxDemand / 2
 	}
-	if p.MinDemand >= p.MaxDemand && d.fine("pipelines", name, "concurrency") &&
+	// A bad concurrency hides only the problem of the demand it defaults.
+	if p.MinDemand >= p.MaxDemand && (maxSet || d.fine("pipelines", name, "concurrency")) &&
 		d.fine("pipelines", name, "min_demand") && d.fine("pipelines", name, "max_demand") {
 		how := ""
 		if !maxSet {
