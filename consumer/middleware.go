@@ -16,7 +16,11 @@ func Logging[T, R any](log *slog.Logger) Middleware[T, R] {
 			start := time.Now()
 			log.DebugContext(ctx, "job started", "type", job.Type, "id", job.ID, "attempt", job.Attempt)
 			r, err := next(ctx, job)
-			if err != nil {
+			if err != nil && (errors.Is(err, ErrStopping) || errors.Is(context.Cause(ctx), ErrStopping)) {
+				// Not a failure: the job goes back to pending, the attempt
+				// not counted.
+				log.InfoContext(ctx, "job interrupted by the stop; it goes back to pending", "type", job.Type, "id", job.ID, "attempt", job.Attempt, "duration", time.Since(start), "err", err)
+			} else if err != nil {
 				log.WarnContext(ctx, "job failed", "type", job.Type, "id", job.ID, "attempt", job.Attempt, "duration", time.Since(start), "err", err)
 			} else {
 				log.DebugContext(ctx, "job succeeded", "type", job.Type, "id", job.ID, "attempt", job.Attempt, "duration", time.Since(start))

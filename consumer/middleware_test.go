@@ -153,3 +153,24 @@ func TestMiddlewareOrder(t *testing.T) {
 		t.Fatalf("order: %s", s)
 	}
 }
+
+// TestLoggingStopIsNoFailure: a handler interrupted by a stopping pipeline
+// (its context's cause ErrStopping) is logged as interrupted, not failed:
+// its job goes back to pending.
+func TestLoggingStopIsNoFailure(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	h := consumer.Logging[int, int](log)(func(ctx context.Context, j *consumer.Job[int]) (int, error) {
+		<-ctx.Done()
+		return 0, errors.New("handlers: exec: sh killed")
+	})
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(consumer.ErrStopping)
+	if _, err := h(ctx, job("s")); err == nil {
+		t.Fatal("no error")
+	}
+	out := buf.String()
+	if strings.Contains(out, "job failed") || !strings.Contains(out, `level=INFO msg="job interrupted by the stop; it goes back to pending" type=t id=s`) {
+		t.Errorf("log:\n%s", out)
+	}
+}
