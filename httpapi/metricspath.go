@@ -11,7 +11,7 @@ import (
 // CheckMetricsPath reports why New would refuse p as Options.MetricsPath,
 // or nil. The path is a route pattern and the address scrapers are given:
 // it must start with '/', be clean (no empty, "." or ".." segments, which
-// requests never reach), and hold no spaces, control characters, braces
+// requests never reach), not end with '/' (a subtree), and hold no spaces, control characters, braces
 // (pattern wildcards), '?', '#' or '%' (a query, a fragment or an escape
 // in a URL).
 func CheckMetricsPath(p string) error {
@@ -27,11 +27,11 @@ func CheckMetricsPath(p string) error {
 	if i := strings.IndexAny(p, "{}?#%"); i >= 0 {
 		return bad("has %q at byte %d, which is no plain path character (braces are route wildcards; ?, # and %% begin a query, a fragment and an escape)", p[i], i)
 	}
-	clean := path.Clean(p)
-	if strings.HasSuffix(p, "/") && clean != "/" {
-		clean += "/"
+	if len(p) > 1 && strings.HasSuffix(p, "/") {
+		// A pattern ending in / matches every path under it.
+		return bad("ends with /, which would serve the metrics at every path under it too (use %s)", strings.TrimRight(p, "/"))
 	}
-	if clean != p {
+	if clean := path.Clean(p); clean != p {
 		return bad("is not a clean path (%s is): a request could never reach it", clean)
 	}
 	return tryPattern("GET " + p)
