@@ -16,6 +16,7 @@ import (
 
 	"github.com/jobstage/jobstage/consumer"
 	"github.com/jobstage/jobstage/handlers"
+	"github.com/jobstage/jobstage/internal/proctest"
 )
 
 // waitLimit bounds every wait of these tests: a wait that takes longer
@@ -322,11 +323,7 @@ func TestExecEnvironmentIsMinimal(t *testing.T) {
 	if strings.Contains(out, "s3cret") {
 		t.Errorf("a withheld or unnamed variable reached the command:\n%s", out)
 	}
-	env := map[string]string{}
-	for _, line := range strings.Split(out, "\n") {
-		k, v, _ := strings.Cut(line, "=")
-		env[k] = v
-	}
+	env := proctest.Env(out)
 	want := map[string]string{
 		"JOBSTAGE_TEST_PASSED": "passed", "LC_TIME": "C", "EXTRA": "configured",
 		"JOBSTAGE_JOB_ID": "job-1", "JOBSTAGE_JOB_TYPE": "resize", "JOBSTAGE_JOB_ATTEMPT": "2",
@@ -336,16 +333,7 @@ func TestExecEnvironmentIsMinimal(t *testing.T) {
 			want[k] = v
 		}
 	}
-	for k, v := range want {
-		if got, ok := env[k]; !ok || got != v {
-			t.Errorf("%s = %q (set: %v), want %q", k, got, ok, v)
-		}
-	}
-	for k := range env {
-		if _, ok := want[k]; !ok {
-			t.Errorf("%s reached the command; it was not asked for", k)
-		}
-	}
+	proctest.CheckEnv(t, env, want, "it was not asked for")
 }
 
 // BenchmarkExecTrue is the cost of a job whose command does nothing: the

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/jobstage/jobstage/handlers"
+	"github.com/jobstage/jobstage/internal/proctest"
 )
 
 // treeSize is how many pids testdata/tree.sh writes.
@@ -63,13 +63,10 @@ func treePids(t *testing.T, file string, done <-chan error) []int {
 }
 
 // allDie waits, up to waitLimit, until none of pids lives on, and fails
-// naming those that do (killing them). It waits on pidfds, which become
-// readable when their process ends and never name a process that took a
-// pid over.
+// naming those that do (killing them).
 func allDie(t *testing.T, pids []int) {
 	t.Helper()
-	var fds []unix.PollFd
-	byFD := map[int32]int{}
+	fds := map[int]string{}
 	for _, pid := range pids {
 		fd, err := unix.PidfdOpen(pid, 0)
 		if errors.Is(err, unix.ESRCH) {
@@ -79,28 +76,14 @@ func allDie(t *testing.T, pids []int) {
 			t.Fatal(err)
 		}
 		defer unix.Close(fd)
-		fds = append(fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
-		byFD[int32(fd)] = pid
+		fds[fd] = strconv.Itoa(pid)
 	}
-	deadline := time.Now().Add(waitLimit)
-	for len(fds) > 0 {
-		left := time.Until(deadline)
-		n, err := unix.Poll(fds, int(max(left, 0)/time.Millisecond))
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n == 0 {
-			var alive []int
-			for _, f := range fds {
-				alive = append(alive, byFD[f.Fd])
-				unix.PidfdSendSignal(int(f.Fd), unix.SIGKILL, nil, 0)
-			}
-			t.Fatalf("%d of the command's %d processes outlived it: %v", len(alive), len(pids), alive)
-		}
-		fds = slices.DeleteFunc(fds, func(f unix.PollFd) bool { return f.Revents != 0 })
+	alive, err := proctest.WaitExit(fds, waitLimit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(alive) > 0 {
+		t.Fatalf("%d of the command's %d processes outlived it: %v", len(alive), len(pids), alive)
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/httpapi"
+	"github.com/jobstage/jobstage/internal/proctest"
 )
 
 const treeConfig = `
@@ -94,33 +94,20 @@ func treePidfds(t *testing.T, file string) map[int]int {
 	return fds
 }
 
-// allExit waits, up to limit, for the processes behind the pidfds to end
-// (a pidfd becomes readable then), and fails naming those that live on,
-// killing them.
+// allExit waits, up to limit, for the processes behind the pidfds to end,
+// and fails naming those that live on, killing them.
 func allExit(t *testing.T, fds map[int]int, limit time.Duration) {
 	t.Helper()
-	var poll []unix.PollFd
-	for fd := range fds {
-		poll = append(poll, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+	names := map[int]string{}
+	for fd, pid := range fds {
+		names[fd] = strconv.Itoa(pid)
 	}
-	deadline := time.Now().Add(limit)
-	for len(poll) > 0 {
-		n, err := unix.Poll(poll, int(max(time.Until(deadline), 0)/time.Millisecond))
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n == 0 {
-			var alive []int
-			for _, p := range poll {
-				alive = append(alive, fds[int(p.Fd)])
-				unix.PidfdSendSignal(int(p.Fd), unix.SIGKILL, nil, 0)
-			}
-			t.Fatalf("%d of the command's processes outlived the server: %v", len(alive), alive)
-		}
-		poll = slices.DeleteFunc(poll, func(p unix.PollFd) bool { return p.Revents != 0 })
+	alive, err := proctest.WaitExit(names, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(alive) > 0 {
+		t.Fatalf("%d of the command's processes outlived the server: %v", len(alive), alive)
 	}
 }
 
@@ -171,11 +158,7 @@ func TestExecEnvironmentHasNoSecrets(t *testing.T) {
 	if strings.Contains(out, "s3cret") {
 		t.Errorf("a secret reached the command:\n%s", out)
 	}
-	env := map[string]string{}
-	for _, line := range strings.Split(out, "\n") {
-		k, v, _ := strings.Cut(line, "=")
-		env[k] = v
-	}
+	env := proctest.Env(out)
 	want := map[string]string{
 		"PATH": "/usr/bin:/bin", "LC_ALL": "C", "JOBSTAGE_TEST_PASSED": "passed", "EXTRA": "configured",
 		"JOBSTAGE_JOB_ID": "e", "JOBSTAGE_JOB_TYPE": "env", "JOBSTAGE_JOB_ATTEMPT": "1",
@@ -185,15 +168,6 @@ func TestExecEnvironmentHasNoSecrets(t *testing.T) {
 			want[k] = v
 		}
 	}
-	for k, v := range want {
-		if got, ok := env[k]; !ok || got != v {
-			t.Errorf("%s = %q (set: %v), want %q", k, got, ok, v)
-		}
-	}
-	for k := range env {
-		if _, ok := want[k]; !ok {
-			t.Errorf("%s reached the command; the config did not ask for it", k)
-		}
-	}
+	proctest.CheckEnv(t, env, want, "the config did not ask for it")
 	s.stop()
 }

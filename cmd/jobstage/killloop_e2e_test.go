@@ -19,6 +19,7 @@ import (
 
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/httpapi"
+	"github.com/jobstage/jobstage/internal/proctest"
 )
 
 const killLoopConfig = `
@@ -323,7 +324,10 @@ func pidsGone(pidsDir string, done map[string]bool, limit time.Duration) error {
 			}
 			return nil
 		}
-		alive := pollExit(fds, time.Until(deadline))
+		alive, err := proctest.WaitExit(fds, time.Until(deadline))
+		if err != nil {
+			return err
+		}
 		for fd := range fds {
 			unix.Close(fd)
 		}
@@ -346,30 +350,4 @@ func running(pid int, st string) bool {
 	}
 	f := strings.Fields(string(b[i+1:])) // from field 3, the state
 	return len(f) > 19 && f[0] != "Z" && f[0] != "X" && f[19] == st
-}
-
-// pollExit waits, up to limit, for the processes of the pidfds to end, and
-// returns those that do not, killed.
-func pollExit(fds map[int]string, limit time.Duration) []string {
-	var poll []unix.PollFd
-	for fd := range fds {
-		poll = append(poll, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
-	}
-	deadline := time.Now().Add(limit)
-	for len(poll) > 0 {
-		n, err := unix.Poll(poll, int(max(time.Until(deadline), 0)/time.Millisecond))
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil || n == 0 {
-			var alive []string
-			for _, p := range poll {
-				alive = append(alive, fds[int(p.Fd)])
-				unix.PidfdSendSignal(int(p.Fd), unix.SIGKILL, nil, 0)
-			}
-			return alive
-		}
-		poll = slices.DeleteFunc(poll, func(p unix.PollFd) bool { return p.Revents != 0 })
-	}
-	return nil
 }
