@@ -159,24 +159,33 @@ func TestNoTokensServesLoopbackOnly(t *testing.T) {
 	}
 
 	// Over a real listener on a non-loopback address of this machine.
-	ip := nonLoopbackIP(t)
-	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-	if err != nil {
-		t.Skipf("cannot listen on %s: %v", ip, err)
-	}
-	hs := httptest.NewUnstartedServer(e.srv)
-	hs.Listener.Close()
-	hs.Listener = ln
-	hs.Start()
-	defer hs.Close()
+	hs := nonLoopbackServer(t, e.srv)
 	resp, err := hs.Client().Get(hs.URL + "/v1/types")
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
 	if resp.StatusCode != 403 {
-		t.Fatalf("a client from %s got %d from a server without tokens", ip, resp.StatusCode)
+		t.Fatalf("a client from %s got %d from a server without tokens", hs.URL, resp.StatusCode)
 	}
+}
+
+// nonLoopbackServer serves h over a real listener on a non-loopback
+// address of this machine (skipping the test when there is none), closed
+// when the test ends.
+func nonLoopbackServer(t *testing.T, h http.Handler) *httptest.Server {
+	t.Helper()
+	ip := nonLoopbackIP(t)
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		t.Skipf("cannot listen on %s: %v", ip, err)
+	}
+	hs := httptest.NewUnstartedServer(h)
+	hs.Listener.Close()
+	hs.Listener = ln
+	hs.Start()
+	t.Cleanup(hs.Close)
+	return hs
 }
 
 func nonLoopbackIP(t *testing.T) string {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -109,16 +108,7 @@ func TestRefusalDoesNotWaitForTheBody(t *testing.T) {
 // non-loopback client of a server without tokens closes too.
 func TestNoTokensRefusalDoesNotWaitForTheBody(t *testing.T) {
 	e := newEnv(t, httpapi.Options{})
-	ip := nonLoopbackIP(t)
-	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-	if err != nil {
-		t.Skipf("cannot listen on %s: %v", ip, err)
-	}
-	hs := httptest.NewUnstartedServer(e.srv)
-	hs.Listener.Close()
-	hs.Listener = ln
-	hs.Start()
-	defer hs.Close()
+	hs := nonLoopbackServer(t, e.srv)
 	rc := dialRaw(t, hs.URL)
 	rc.send("POST /v1/types/email/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n")
 	if resp := rc.answer(); resp.StatusCode != 403 || !resp.Close {
