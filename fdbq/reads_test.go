@@ -51,21 +51,17 @@ type countingTx struct {
 	c *readCounts
 }
 
-func (t *countingTx) Get(key []byte) ([]byte, error) {
-	t.c.gets.Add(1)
-	return t.Transaction.Get(key)
-}
+// Get, GetRange and Iterate count as a snapshot's reads do.
+func (t *countingTx) reads() *countingReader { return &countingReader{ReadTx: t.Transaction, c: t.c} }
+
+func (t *countingTx) Get(key []byte) ([]byte, error) { return t.reads().Get(key) }
 
 func (t *countingTx) GetRange(r kv.Range, o kv.RangeOptions) ([]kv.KeyValue, error) {
-	kvs, err := t.Transaction.GetRange(r, o)
-	t.c.ranges.Add(1)
-	t.c.keys.Add(int64(len(kvs)))
-	return kvs, err
+	return t.reads().GetRange(r, o)
 }
 
 func (t *countingTx) Iterate(r kv.Range, o kv.RangeOptions) kv.RangeIterator {
-	t.c.ranges.Add(1)
-	return &countingIterator{RangeIterator: t.Transaction.Iterate(r, o), c: t.c}
+	return t.reads().Iterate(r, o)
 }
 
 // Transact and ReadTransact hand fn the wrapper, so nested reads count.

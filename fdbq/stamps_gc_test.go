@@ -46,14 +46,7 @@ func newStampEnv(t *testing.T, retryLimit int) *stampEnv {
 // runAndFinish runs one job to its end, leaving a stamp no entry names.
 func (e *stampEnv) runAndFinish(t *testing.T, id string) {
 	t.Helper()
-	ctx := context.Background()
-	_, err := e.w.Add(ctx, e.wdb, fdbq.NewJob{Type: "email", ID: id})
-	trMust(t, "add "+id, err)
-	ls, err := e.w.Accept(ctx, "email", fdbq.AcceptOptions{Max: 1})
-	if err != nil || len(ls) != 1 {
-		t.Fatalf("accept %s: %v, %v", id, ls, err)
-	}
-	trMust(t, "finish "+id, e.w.Finish(ctx, e.wdb, ls[0], nil))
+	trMust(t, "finish "+id, e.w.Finish(context.Background(), e.wdb, e.startJob(t, id), nil))
 }
 
 // startJobs has n jobs running, each accepted alone (its own entry and read
@@ -196,7 +189,7 @@ func TestStampGCWithMaxGroups(t *testing.T) {
 	for i := range maxGroupsTried {
 		s.ActivityTimeout = time.Minute + time.Duration(i)*time.Millisecond
 		trMust(t, "set type", e.q.SetType(ctx, e.mdb, "email", s))
-		e.startJobs1(t, fmt.Sprint("g", i))
+		e.startJob(t, fmt.Sprint("g", i))
 	}
 	m := fdbq.NewMonitor(e.q, fdbq.MonitorOptions{Logger: quietLog})
 	if _, err := m.Sweep(ctx); err != nil {
@@ -207,7 +200,8 @@ func TestStampGCWithMaxGroups(t *testing.T) {
 	}
 }
 
-func (e *stampEnv) startJobs1(t *testing.T, id string) *fdbq.Lease {
+// startJob adds job id and accepts it.
+func (e *stampEnv) startJob(t *testing.T, id string) *fdbq.Lease {
 	t.Helper()
 	ctx := context.Background()
 	_, err := e.w.Add(ctx, e.wdb, fdbq.NewJob{Type: "email", ID: id})
@@ -234,7 +228,7 @@ func TestStampsIdleMonitorNoSpin(t *testing.T) {
 			if stray != nil {
 				putRaw(t, e.mdb, stray)
 			}
-			e.startJobs1(t, "X") // the oldest entry
+			e.startJob(t, "X") // the oldest entry
 			e.runAndFinish(t, "Y")
 			e.runAndFinish(t, "Z")
 			ls := e.startJobs(t, 3)
