@@ -38,12 +38,14 @@ import (
 // ftBackend counts the commits that applied writes and fails the first
 // one after arm with a fault, running between where the fault puts
 // another client's move. A sweep's clearing of stamps no activity entry
-// names is neither counted nor faulted: whether it has anything to clear
-// depends on what the other client did before it, not on the fault, and
-// the simulation and the monitor's tests check it.
+// names and of expired claims is neither counted nor faulted: whether it
+// has anything to clear depends on what the other client did before it
+// (its own sweep clears them too), not on the fault, and the simulation
+// and the monitor's tests check it.
 type ftBackend struct {
 	kv.Backend
 	stamps  []byte // the prefix of the stamps' keys
+	claims  []byte // the prefix of the claims' keys
 	fault   string
 	between func()
 	hits    int // faults injected
@@ -66,10 +68,11 @@ type ftTx struct {
 	b *ftBackend
 }
 
-// ClearRange and Set pass the stamps' clearing and the store's commit
-// markers by, so that a commit that writes nothing else is not counted.
+// ClearRange and Set pass the clearing of stamps and claims and the
+// store's commit markers by, so that a commit that writes nothing else is
+// not counted.
 func (t *ftTx) ClearRange(r kv.Range) {
-	if bytes.HasPrefix(r.Begin, t.b.stamps) || bytes.HasPrefix(r.Begin, kv.DefaultMarkerPrefix) {
+	if bytes.HasPrefix(r.Begin, t.b.stamps) || bytes.HasPrefix(r.Begin, t.b.claims) || bytes.HasPrefix(r.Begin, kv.DefaultMarkerPrefix) {
 		t.Transaction.ClearRange(r)
 		return
 	}
@@ -174,6 +177,7 @@ func newFtQ(t *testing.T, st kv.Backend, prefix string) *ftQ {
 	x := &ftQ{t: t, ctx: context.Background(), b: b, db: kv.NewDB(b, kv.Options{}), c: newClock(),
 		prefix: tuple.Tuple{prefix}.MustPack()}
 	b.stamps = append(bytes.Clone(x.prefix), tuple.Tuple{13}.MustPack()...)
+	b.claims = append(bytes.Clone(x.prefix), tuple.Tuple{9}.MustPack()...)
 	x.q = fdbq.New(x.db, fdbq.Options{Now: x.c.Now, Prefix: x.prefix})
 	x.other = fdbq.New(kv.NewDB(st, kv.Options{}), fdbq.Options{Now: x.c.Now, Prefix: x.prefix})
 	s := fdbq.DefaultTypeSettings()
@@ -420,6 +424,11 @@ func ftFaulted(t *testing.T, st kv.Backend, n int, tc ftCase, fault string, inte
 		}
 	})
 	r.answer = tc.op(x)
+	if x.b.hits == 0 && interfere != nil && r.moved == "" {
+		// The operation wrote nothing (a sweep with nothing to do), so
+		// no commit took the fault: the other client moves after it.
+		r.moved = interfere(x)
+	}
 	x.b.arm("", nil)
 	r.applied, r.hits, r.several, r.state = x.b.applied, x.b.hits, x.several, x.state()
 	return r

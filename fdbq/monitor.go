@@ -654,64 +654,119 @@ func firstEntry(snap kv.ReadTx, sub tuple.Subspace) (int64, bool, error) {
 // Sweep runs one sweep over every type now. The jobs it skips are counted,
 // not errors; the error says which types it could not get through (the
 // store failed, or their settings do not decode), after trying them all.
+//
+// Its first transaction reads, for every type, whether it has anything a
+// sweep works on (running jobs, finished jobs past the retention, stamps,
+// entries of an earlier version), and the sweep spends transactions only
+// on what it found: a type with none of these costs it no transaction, so
+// the transactions of a sweep grow with the busy types, not with the
+// registered ones. What it misses this way was written after that read,
+// so it was renewed after every sample the sweep has: the next sweep
+// finds it.
 func (m *Monitor) Sweep(ctx context.Context) (SweepStats, error) {
 	var st SweepStats
 	m.startSweep()
-	types, err := kv.ReadTransact(ctx, m.q.db, func(tx kv.ReadTx) ([]sweepType, error) {
+	type found struct {
+		types  []sweepType
+		claims bool
+	}
+	ttl := m.opts.ClaimTTL.Milliseconds()
+	f, err := kv.ReadTransact(ctx, m.q.db, func(tx kv.ReadTx) (found, error) {
 		if err := m.sample(tx); err != nil {
-			return nil, err
+			return found{}, err
 		}
 		types, err := m.types(tx)
+		if err != nil {
+			return found{}, err
+		}
+		now := m.q.nowMs()
 		for i := range types {
-			if err == nil && types[i].err == nil {
-				var kvs []kv.KeyValue
-				kvs, err = tx.GetRange(m.q.k.legacyActiveType(types[i].Name).Range(), kv.RangeOptions{Limit: 1})
-				types[i].legacy = len(kvs) > 0
+			if types[i].err == nil {
+				if err := m.survey(tx, &types[i], now); err != nil {
+					return found{}, err
+				}
 			}
 		}
-		return types, err
+		claims, err := anyIn(tx, rangeUpTo(m.q.k.claims(), now-ttl))
+		return found{types, claims}, err
 	})
 	if err != nil {
 		return st, err
 	}
 	var errs []error
-	for _, t := range types {
+	for _, t := range f.types {
 		if t.err != nil {
 			errs = append(errs, &typeError{t.err})
 			continue
 		}
 		m.timeoutSeen(t.Settings.ActivityTimeout)
+		st.add(t.Name, 0, 0, 0, 0)
 		if t.legacy {
 			if err := m.migrate(ctx, t.Name, &st); err != nil {
 				errs = append(errs, err)
 			}
 		}
-		if err := m.recycle(ctx, t.Name, t.Settings, &st); err != nil {
-			errs = append(errs, err)
+		if len(t.groups) > 0 || len(t.bad) > 0 {
+			if err := m.recycle(ctx, t.Name, t.Settings, t.groups, t.bad, &st); err != nil {
+				errs = append(errs, err)
+			}
 		}
-		if t.Settings.Retention > 0 {
+		if t.expiring {
 			if err := m.expire(ctx, t.Name, t.Settings.Retention, &st); err != nil {
 				errs = append(errs, err)
 			}
 		}
 	}
-	cut := m.q.nowMs() - m.opts.ClaimTTL.Milliseconds()
-	if err := m.q.db.Transact(ctx, func(tx kv.Tx) error {
-		tx.ClearRange(rangeUpTo(m.q.k.claims(), cut))
-		return nil
-	}); err != nil {
-		errs = append(errs, err)
+	if f.claims {
+		cut := m.q.nowMs() - ttl
+		if err := m.q.db.Transact(ctx, func(tx kv.Tx) error {
+			// Looked at again: another monitor may have cleared them since.
+			r := rangeUpTo(m.q.k.claims(), cut)
+			if some, err := anyIn(tx.Snapshot(), r); err != nil || !some {
+				return err
+			}
+			tx.ClearRange(r)
+			return nil
+		}); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	// Clearing stamps is housekeeping: one that fails is tried again at
 	// the next sweep, and slows no recycling down.
-	for _, t := range types {
-		if t.err == nil {
+	for _, t := range f.types {
+		if t.err == nil && t.stamps {
 			if err := m.dropStamps(ctx, t.Name); err != nil && ctx.Err() == nil {
 				m.opts.Logger.Warn("fdbq: activity monitor could not clear stamps", "type", t.Name, "err", err)
 			}
 		}
 	}
 	return st, errors.Join(errs...)
+}
+
+// survey reads in tx what a sweep has to work on for type t (see Sweep),
+// now being the queue's clock in ms.
+func (m *Monitor) survey(tx kv.ReadTx, t *sweepType, now int64) error {
+	k := m.q.k
+	var err error
+	if t.legacy, err = anyIn(tx, k.legacyActiveType(t.Name).Range()); err != nil {
+		return err
+	}
+	if t.groups, t.bad, err = m.activeGroups(tx, t.Name); err != nil {
+		return err
+	}
+	if t.stamps, err = anyIn(tx, k.stampType(t.Name).Range()); err != nil {
+		return err
+	}
+	if r := t.Settings.Retention; r > 0 {
+		t.expiring, err = anyIn(tx, rangeUpTo(k.finishedType(t.Name), now-r.Milliseconds()))
+	}
+	return err
+}
+
+// anyIn reports whether r holds a key.
+func anyIn(tx kv.ReadTx, r kv.Range) (bool, error) {
+	kvs, err := tx.GetRange(r, kv.RangeOptions{Limit: 1})
+	return len(kvs) > 0, err
 }
 
 // typeError is a sweep's error about one type's key or settings: what the
@@ -741,9 +796,14 @@ func onlyTypeErrors(err error) bool {
 type sweepType struct {
 	TypeDef
 	err error
-	// legacy: the type has running jobs of an earlier version to move
-	// (Sweep reads it; see migrate).
-	legacy bool
+	// What Sweep's first transaction found (see survey):
+	// legacy: running jobs of an earlier version to move (see migrate);
+	// groups and bad: the timeout groups of its activity index and the
+	// keys in it that belong to none (see activeGroups); stamps: any
+	// renewal stamp; expiring: a finished job past the retention.
+	legacy, stamps, expiring bool
+	groups                   []int64
+	bad                      [][]byte
 }
 
 // types reads the registered types and their settings, as registry does
@@ -833,16 +893,10 @@ func (m *Monitor) shrinkForRetry() int {
 // latest sample d old: an entry after it was renewed by a transaction that
 // read later, so committed later; of the entries before, a job is taken
 // back if its renewal committed at that sample's version or before.
-func (m *Monitor) recycle(ctx context.Context, typ string, s TypeSettings, st *SweepStats) error {
+// groups and bad are the type's groups and the keys that belong to none,
+// as activeGroups read them in the sweep's first transaction.
+func (m *Monitor) recycle(ctx context.Context, typ string, s TypeSettings, groups []int64, bad [][]byte, st *SweepStats) error {
 	q := m.q
-	read, err := kv.ReadTransact(ctx, q.db, func(tx kv.ReadTx) (groupsRead, error) {
-		g, b, err := m.activeGroups(tx, typ)
-		return groupsRead{g, b}, err
-	})
-	if err != nil {
-		return err
-	}
-	groups, bad := read.groups, read.bad
 	for _, key := range bad {
 		m.skip(typ, key, fmt.Errorf("fdbq: malformed index entry %q", key))
 	}
@@ -901,12 +955,6 @@ func (m *Monitor) recycle(ctx context.Context, typ string, s TypeSettings, st *S
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// groupsRead is what activeGroups read.
-type groupsRead struct {
-	groups []int64
-	bad    [][]byte
 }
 
 // migrate moves the activity entries of jobs that started running under an

@@ -490,16 +490,22 @@ func checkAIMD(t *testing.T, recs []batchRecord) {
 
 func TestMonitorBatchGrowsOnSuccess(t *testing.T) {
 	q, c := newQueue(t)
+	addJob(t, q, fdbq.NewJob{ID: "a"})
+	acceptNoWait(t, q, fdbq.AcceptOptions{})
 	hq, hb := hookedQueue(q, c.Now)
 	m := fdbq.NewMonitor(hq, fdbq.MonitorOptions{Clock: c.Now})
+	sweep(t, m)
+	c.Advance(activityTimeout + time.Millisecond)
 	records := recordBatches(hb, &m, func(int) error { return nil })
 	before := m.BatchSize()
-	sweep(t, m)
+	if st := sweep(t, m); st.Recycled != 1 {
+		t.Fatalf("sweep: %+v", st)
+	}
 	if after := m.BatchSize(); after <= before {
 		t.Fatalf("batch %d after a clean sweep, %d before", after, before)
 	}
 	recs := records()
-	checkAIMD(t, recs[:len(recs)-1]) // the last (claims) does not adapt
+	checkAIMD(t, recs[:len(recs)-1]) // the last (clearing stamps) does not adapt
 }
 
 func TestMonitorBatchShrinksOnRetriedFailure(t *testing.T) {

@@ -8,9 +8,10 @@ import (
 )
 
 // readCounts counts what transactions read from a store: point reads,
-// range reads and the keys the range reads returned.
+// range reads and the keys the range reads returned; and the attempts of
+// transactions (begins).
 type readCounts struct {
-	gets, ranges, keys atomic.Int64
+	gets, ranges, keys, begins atomic.Int64
 }
 
 // snapshot returns the counts so far.
@@ -39,6 +40,7 @@ func (b *countingBackend) CommitsAtMostOnce() bool {
 }
 
 func (b *countingBackend) Begin(ctx context.Context) (kv.Transaction, error) {
+	b.c.begins.Add(1)
 	tx, err := b.Backend.Begin(ctx)
 	if err != nil {
 		return nil, err
