@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"strings"
@@ -17,12 +18,39 @@ type Job[T any] struct {
 	ID          string
 	Type        string
 	Data        T
-	Attempt     int // 1 on the first attempt
+	Attempt     int // 1 on the first attempt; a snoozed attempt is not counted
+	Snoozes     int // times a handler snoozed the job (Snooze)
 	Priority    int
 	ScheduledAt time.Time
 	Lease       *fdbq.Lease
 
-	env *Envelope
+	env      *Envelope
+	progress func(ctx context.Context, progress json.RawMessage) error
+}
+
+// JobOptions make a Job outside a pipeline (NewJob): to run a handler in
+// a test, or from code of one's own.
+type JobOptions struct {
+	ID, Type string
+	Attempt  int // 0: 1
+	Snoozes  int
+	Priority int
+	// Progress receives what the handler reports with Job.Progress; nil:
+	// it is dropped.
+	Progress func(ctx context.Context, progress json.RawMessage) error
+}
+
+// NewJob returns a job with data, not held by any lease (Lease is nil),
+// whose progress goes to o.Progress. A pipeline makes its jobs itself.
+func NewJob[T any](data T, o JobOptions) *Job[T] {
+	if o.Attempt < 1 {
+		o.Attempt = 1
+	}
+	p := o.Progress
+	if p == nil {
+		p = func(context.Context, json.RawMessage) error { return nil }
+	}
+	return &Job[T]{ID: o.ID, Type: o.Type, Data: data, Attempt: o.Attempt, Snoozes: o.Snoozes, Priority: o.Priority, progress: p}
 }
 
 // Progress records progress (any JSON value) with a heartbeat. It fails
@@ -32,12 +60,20 @@ func (j *Job[T]) Progress(ctx context.Context, progress any) error {
 	if err != nil {
 		return fmt.Errorf("consumer: encode progress: %w", err)
 	}
+	switch {
+	case j.progress != nil:
+		return j.progress(ctx, b)
+	case j.env == nil:
+		return errors.New("consumer: Progress of a job that no pipeline holds and NewJob did not make")
+	}
 	q := j.env.q
 	return q.Heartbeat(ctx, q.DB(), j.Lease, fdbq.HeartbeatOptions{Progress: b})
 }
 
 // Handler works one job. Its result is stored as the job's result (JSON);
-// an error fails the attempt (retried per the type's policy). Its context
+// an error fails the attempt (retried per the type's policy), unless it is
+// (or wraps) one of Cancel, Snooze or RetryAt, which end it as they say.
+// Its context
 // is cancelled when the job's lock is gone, its per-job timeout passes, or
 // the pipeline stops past its drain deadline.
 type Handler[T, R any] func(ctx context.Context, job *Job[T]) (R, error)
@@ -127,9 +163,10 @@ func (c *Consumer) Options() Options { return c.opts }
 // with the stack), and encodes its result.
 func runTyped[T, R any](e *Envelope, h Handler[T, R], timeout time.Duration) (result json.RawMessage, err error) {
 	l := e.Lease
-	job := &Job[T]{ID: l.ID, Type: l.Type, Attempt: l.Attempts, Priority: l.Priority, ScheduledAt: l.ScheduledAt, Lease: l, env: e}
+	job := &Job[T]{ID: l.ID, Type: l.Type, Attempt: l.Attempts, Snoozes: l.Snoozes, Priority: l.Priority, ScheduledAt: l.ScheduledAt, Lease: l, env: e}
 	if err := decodeData(job, l.Data); err != nil {
-		return nil, err
+		// Another attempt would not decode it either.
+		return nil, Cancel(err.Error())
 	}
 	ctx := e.Context()
 	if timeout > 0 {
@@ -139,7 +176,7 @@ func runTyped[T, R any](e *Envelope, h Handler[T, R], timeout time.Duration) (re
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			result, err = nil, fmt.Errorf("consumer: handler panicked: %v\n%s", p, debug.Stack())
+			result, err = nil, &PanicError{Value: p, Stack: debug.Stack()}
 		}
 	}()
 	r, err := h(ctx, job)

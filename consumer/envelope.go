@@ -49,26 +49,22 @@ type Envelope struct {
 	hb     *Heartbeater  // renews the lease, if set
 	hbStop chan struct{} // stops the envelope's own heartbeat, if it has one
 	done   chan struct{}
-	outErr error // what committing the outcome returned
+	outErr error      // what committing the outcome returned
+	ended  fdbq.Ended // what it did to the job, when it committed
 	onDone func(*Envelope)
 }
 
-// Finisher commits job outcomes. The default commits each in its own
-// transaction; a BatchFinisher groups them.
+// Finisher commits job outcomes (fdbq.Queue.End). The default commits
+// each in its own transaction; a BatchFinisher groups them.
 type Finisher interface {
-	Finish(ctx context.Context, l *fdbq.Lease, result json.RawMessage) error
-	Fail(ctx context.Context, l *fdbq.Lease, cause string) error
+	End(ctx context.Context, l *fdbq.Lease, e fdbq.Ending) (fdbq.Ended, error)
 }
 
 // queueFinisher commits each outcome in its own transaction.
 type queueFinisher struct{ q *fdbq.Queue }
 
-func (f queueFinisher) Finish(ctx context.Context, l *fdbq.Lease, r json.RawMessage) error {
-	return f.q.Finish(ctx, f.q.DB(), l, r)
-}
-
-func (f queueFinisher) Fail(ctx context.Context, l *fdbq.Lease, cause string) error {
-	return f.q.Fail(ctx, f.q.DB(), l, cause)
+func (f queueFinisher) End(ctx context.Context, l *fdbq.Lease, e fdbq.Ending) (fdbq.Ended, error) {
+	return f.q.End(ctx, f.q.DB(), l, e)
 }
 
 // EnvelopeOptions configure NewEnvelope.
@@ -134,6 +130,11 @@ func (e *Envelope) Done() <-chan struct{} { return e.done }
 // Err is what committing the outcome returned (nil, or fdbq.ErrHalt when
 // the lock was gone); valid after Done.
 func (e *Envelope) Err() error { return e.outErr }
+
+// Ended is what committing the outcome did to the job (fdbq.Queue.End):
+// whether it runs again, and when. Valid after Done, when Err is nil and
+// the job was not released.
+func (e *Envelope) Ended() fdbq.Ended { return e.ended }
 
 // heartbeat renews the lease until the job is settled; a halt cancels the
 // handlers.
@@ -202,20 +203,26 @@ func (e *Envelope) Ack(result json.RawMessage, err error) {
 	// The outcome is committed even when the pipeline is stopping: the
 	// work was done; only a halted job has nothing to commit.
 	ctx := context.WithoutCancel(e.ctx)
+	var end *EndError
+	chosen := errors.As(e.err, &end)
 	switch cause := context.Cause(e.ctx); {
 	case errors.Is(cause, ErrHalted):
 		e.outErr = fdbq.ErrHalt
-	case e.err != nil && errors.Is(cause, ErrStopping):
+	case e.err != nil && errors.Is(cause, ErrStopping) && !chosen:
+		// Interrupted by the stop: the attempt is not the handler's
+		// doing. An ending the handler chose is committed as chosen.
 		e.outErr = e.q.Release(ctx, e.q.DB(), []*fdbq.Lease{e.Lease})
+	case chosen:
+		e.ended, e.outErr = e.fin.End(ctx, e.Lease, end.ending(e.q.Now()))
 	case e.err != nil:
-		e.outErr = e.fin.Fail(ctx, e.Lease, e.err.Error())
+		e.ended, e.outErr = e.fin.End(ctx, e.Lease, fdbq.Ending{How: fdbq.AttemptFailed, Cause: e.err.Error()})
 	default:
-		e.outErr = e.fin.Finish(ctx, e.Lease, e.result)
+		e.ended, e.outErr = e.fin.End(ctx, e.Lease, fdbq.Ending{How: fdbq.AttemptSucceeded, Result: e.result})
 		if errors.Is(e.outErr, fdbq.ErrDataTooLarge) {
 			// A result the job's record cannot hold fails the attempt
 			// rather than leave the job running until the monitor takes
 			// it back.
-			e.outErr = e.fin.Fail(ctx, e.Lease, "result not stored: "+e.outErr.Error())
+			e.ended, e.outErr = e.fin.End(ctx, e.Lease, fdbq.Ending{How: fdbq.AttemptFailed, Cause: "result not stored: " + e.outErr.Error()})
 		}
 	}
 	e.cancel(context.Canceled)

@@ -2,7 +2,6 @@ package consumer
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"sync"
 
@@ -26,9 +25,8 @@ type BatchFinisher struct {
 type finishReq struct {
 	ctx    context.Context
 	lease  *fdbq.Lease
-	result json.RawMessage
-	fail   bool
-	cause  string
+	ending fdbq.Ending
+	ended  fdbq.Ended // set by the transaction that commits
 	done   chan error
 }
 
@@ -49,32 +47,23 @@ func NewBatchFinisher(q *fdbq.Queue, max int) *BatchFinisher {
 	return b
 }
 
-// Finish implements Finisher.
-func (b *BatchFinisher) Finish(ctx context.Context, l *fdbq.Lease, result json.RawMessage) error {
-	return b.submit(&finishReq{ctx: ctx, lease: l, result: result})
-}
-
-// Fail implements Finisher.
-func (b *BatchFinisher) Fail(ctx context.Context, l *fdbq.Lease, cause string) error {
-	return b.submit(&finishReq{ctx: ctx, lease: l, fail: true, cause: cause})
-}
-
-func (b *BatchFinisher) submit(r *finishReq) error {
-	r.done = make(chan error, 1)
+// End implements Finisher.
+func (b *BatchFinisher) End(ctx context.Context, l *fdbq.Lease, e fdbq.Ending) (fdbq.Ended, error) {
+	r := &finishReq{ctx: ctx, lease: l, ending: e, done: make(chan error, 1)}
 	select {
 	case b.reqs <- r:
 	case <-b.stop:
-		return ErrFinisherClosed
+		return fdbq.Ended{}, ErrFinisherClosed
 	}
 	select {
 	case err := <-r.done:
-		return err
+		return r.ended, err
 	case <-b.done:
 		select {
 		case err := <-r.done:
-			return err
+			return r.ended, err
 		default:
-			return ErrFinisherClosed
+			return fdbq.Ended{}, ErrFinisherClosed
 		}
 	}
 }
@@ -130,11 +119,7 @@ func (b *BatchFinisher) commit(batch []*finishReq) {
 		err := b.q.DB().Transact(context.Background(), func(tx kv.Tx) error {
 			for _, r := range batch {
 				var err error
-				if r.fail {
-					err = b.q.Fail(r.ctx, tx, r.lease, r.cause)
-				} else {
-					err = b.q.Finish(r.ctx, tx, r.lease, r.result)
-				}
+				r.ended, err = b.q.End(r.ctx, tx, r.lease, r.ending)
 				if err != nil && !kv.IsRetryable(err) {
 					return &skipError{r: r, err: err}
 				}

@@ -49,9 +49,9 @@ func TestCommitSkipsHalted(t *testing.T) {
 	defer b.Close()
 	var batch []*finishReq
 	for i, l := range ls {
-		r := &finishReq{ctx: ctx, lease: l, result: json.RawMessage(`true`), done: make(chan error, 1)}
+		r := &finishReq{ctx: ctx, lease: l, ending: fdbq.Ending{How: fdbq.AttemptSucceeded, Result: json.RawMessage(`true`)}, done: make(chan error, 1)}
 		if i == 6 {
-			r.fail, r.cause = true, "bad luck"
+			r.ending = fdbq.Ending{How: fdbq.AttemptFailed, Cause: "bad luck"}
 		}
 		batch = append(batch, r)
 	}

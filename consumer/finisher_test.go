@@ -31,11 +31,11 @@ func TestBatchFinisher(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			e := fdbq.Ending{How: fdbq.AttemptSucceeded, Result: json.RawMessage(fmt.Sprint(i))}
 			if i%4 == 3 {
-				errs[i] = b.Fail(context.Background(), l, fmt.Sprint("failure ", i))
-			} else {
-				errs[i] = b.Finish(context.Background(), l, json.RawMessage(fmt.Sprint(i)))
+				e = fdbq.Ending{How: fdbq.AttemptFailed, Cause: fmt.Sprint("failure ", i)}
 			}
+			_, errs[i] = b.End(context.Background(), l, e)
 		}()
 	}
 	wg.Wait()
@@ -65,7 +65,7 @@ func TestBatchFinisher(t *testing.T) {
 	if commits >= n {
 		t.Errorf("%d commits for %d outcomes: nothing was batched", commits, n)
 	}
-	if err := b.Finish(context.Background(), ls[0], nil); !errors.Is(err, consumer.ErrFinisherClosed) {
+	if _, err := b.End(context.Background(), ls[0], fdbq.Ending{}); !errors.Is(err, consumer.ErrFinisherClosed) {
 		t.Fatalf("finish after close: %v", err)
 	}
 }

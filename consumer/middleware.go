@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"time"
+
+	"github.com/jobstage/jobstage/fdbq"
 )
 
 // Logging logs each attempt's start and outcome.
@@ -58,7 +60,7 @@ func Recover[T, R any]() Middleware[T, R] {
 			defer func() {
 				if p := recover(); p != nil {
 					var zero R
-					r, err = zero, fmt.Errorf("consumer: handler panicked: %v\n%s", p, debug.Stack())
+					r, err = zero, &PanicError{Value: p, Stack: debug.Stack()}
 				}
 			}()
 			return next(ctx, job)
@@ -66,34 +68,53 @@ func Recover[T, R any]() Middleware[T, R] {
 	}
 }
 
-// Outcome labels of the Metrics middleware.
+// How an attempt ended, as the middleware see it: the outcome label of
+// Metrics and of package metrics. One vocabulary for both.
 const (
 	OutcomeSucceeded = "succeeded"
-	OutcomeFailed    = "failed"
-	OutcomeHalted    = "halted"
-	OutcomeTimeout   = "timeout"
+	OutcomeFailed    = "failed"   // an error, or RetryAt
+	OutcomeTimeout   = "timeout"  // the per-job timeout passed
+	OutcomePanicked  = "panicked" // the handler panicked (PanicError)
+	OutcomeHalted    = "halted"   // the job's lock was gone (ErrHalted)
+	OutcomeStopped   = "stopped"  // the pipeline stopped past its drain deadline (ErrStopping)
+	OutcomeCanceled  = "canceled" // Cancel
+	OutcomeSnoozed   = "snoozed"  // Snooze
 )
 
-// Metrics reports each attempt's type, outcome and duration to observe
-// (a Prometheus histogram's Observe, say).
+// AttemptOutcome names how an attempt that ran with ctx and returned err
+// ended. The context's cause comes first: after a halt or a stop,
+// whatever the handler returned is not committed as its outcome.
+func AttemptOutcome(ctx context.Context, err error) string {
+	var end *EndError
+	var panicked *PanicError
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, ErrHalted):
+		return OutcomeHalted
+	case errors.As(err, &end) && end.How == fdbq.AttemptCanceled:
+		return OutcomeCanceled
+	case errors.As(err, &end) && end.How == fdbq.AttemptSnoozed:
+		return OutcomeSnoozed
+	case err != nil && errors.Is(cause, ErrStopping):
+		return OutcomeStopped
+	case errors.As(err, &panicked):
+		return OutcomePanicked
+	case err == nil:
+		return OutcomeSucceeded
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return OutcomeTimeout
+	default:
+		return OutcomeFailed
+	}
+}
+
+// Metrics reports each attempt's type, outcome (AttemptOutcome) and
+// duration to observe (a Prometheus histogram's Observe, say).
 func Metrics[T, R any](observe func(jobType, outcome string, d time.Duration)) Middleware[T, R] {
 	return func(next Handler[T, R]) Handler[T, R] {
 		return func(ctx context.Context, job *Job[T]) (R, error) {
 			start := time.Now()
 			r, err := next(ctx, job)
-			outcome := OutcomeSucceeded
-			switch {
-			case errors.Is(context.Cause(ctx), ErrHalted):
-				// Checked first: whatever the handler returned after a
-				// halt is not committed, so it did not succeed.
-				outcome = OutcomeHalted
-			case err == nil:
-			case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
-				outcome = OutcomeTimeout
-			default:
-				outcome = OutcomeFailed
-			}
-			observe(job.Type, outcome, time.Since(start))
+			observe(job.Type, AttemptOutcome(ctx, err), time.Since(start))
 			return r, err
 		}
 	}

@@ -17,7 +17,7 @@ func sampleRecords() []*record {
 			Lock: "0123456789abcdef0123456789abcdef", LastAdd: "fedcba9876543210fedcba9876543210",
 			AddedAt: 1_700_000_000_000, ScheduledAt: 1_700_000_000_001, StartedAt: 1_700_000_000_002,
 			HeartbeatAt: 1_700_000_000_003, ExpiresAt: 1_700_000_030_003, Progress: json.RawMessage(`[1,2]`),
-			Resubmit: true, ResubmitAt: -5, Error: "héllo ✓", ActiveVersion: 1<<40 + 7,
+			Resubmit: true, ResubmitAt: -5, Error: "héllo ✓", ActiveVersion: 1<<40 + 7, Snoozes: 300,
 			Retry: &RetryPolicy{MaxAttempts: 3, Backoff: Linear, Base: time.Second, Max: time.Hour},
 		},
 		{
@@ -93,6 +93,7 @@ func TestRecordReadsJSON(t *testing.T) {
 		}
 		want := *r
 		want.ActiveVersion, want.legacy = 0, got.legacy
+		want.Snoozes = 0 // earlier versions had none
 		if !reflect.DeepEqual(got, &want) {
 			t.Fatalf("record %d: from JSON\n got %+v\nwant %+v", i, got, &want)
 		}
@@ -133,6 +134,7 @@ func FuzzRecordRoundTrip(f *testing.F) {
 			State: stateCodes[1+int(st)%3], Outcome: outcomeCodes[int(oc)%4], Resubmit: resubmit,
 			Priority: int(prio), Attempts: attempts & math.MaxInt32, AddedAt: t1, ScheduledAt: t2, ExpiresAt: t1 ^ t2,
 			Lock: lock, LastLock: errText + lock, Error: errText, Data: data, Result: result,
+			Snoozes: int(uint16(prio)),
 		}
 		if len(r.Data) == 0 {
 			r.Data = nil

@@ -313,6 +313,17 @@ func ftCases() []ftCase {
 	worker := func(call func(x *ftQ) error) func(x *ftQ) string {
 		return func(x *ftQ) string { return ftOutcome(call(x)) }
 	}
+	// end's answer leaves Ended.Replayed out: a retry after a commit that
+	// applied answers it true (TestEndReplayed checks it).
+	end := func(e fdbq.Ending) func(x *ftQ) string {
+		return func(x *ftQ) string {
+			d, err := x.q.End(x.ctx, x.db, x.lease, e)
+			if err != nil {
+				return ftOutcome(err)
+			}
+			return fmt.Sprintf("ok %s %s at=%d attempts=%d retried=%v", d.State, d.Outcome, d.At.UnixMilli(), d.Attempts, d.Retried)
+		}
+	}
 	jobOp := func(call func(q *fdbq.Queue, ctx context.Context, tr kv.Transactor, typ, id string) error) func(x *ftQ) string {
 		return func(x *ftQ) string { return ftOutcome(call(x.q, x.ctx, x.db, "email", "a")) }
 	}
@@ -349,6 +360,11 @@ func ftCases() []ftCase {
 		{"Fail with attempts left", running, worker(func(x *ftQ) error { return x.q.Fail(x.ctx, x.db, x.lease, "boom") })},
 		{"Fail the last attempt", lastAttempt, worker(func(x *ftQ) error { return x.q.Fail(x.ctx, x.db, x.lease, "boom") })},
 		{"Resubmit", running, worker(func(x *ftQ) error { return x.q.Resubmit(x.ctx, x.db, x.lease, time.Time{}) })},
+		{"End succeeding", running, end(fdbq.Ending{How: fdbq.AttemptSucceeded, Result: trJS(`"r"`)})},
+		{"End failing, to retry at a time", running, end(fdbq.Ending{How: fdbq.AttemptFailed, Cause: "boom", At: time.UnixMilli(1_800_000_000_000)})},
+		{"End failing the last attempt", lastAttempt, end(fdbq.Ending{How: fdbq.AttemptFailed, Cause: "boom"})},
+		{"End canceling", running, end(fdbq.Ending{How: fdbq.AttemptCanceled, Cause: "no such user"})},
+		{"End snoozing", running, end(fdbq.Ending{How: fdbq.AttemptSnoozed, At: time.UnixMilli(1_800_000_000_000)})},
 		{"Release", running, worker(func(x *ftQ) error { return x.q.Release(x.ctx, x.db, []*fdbq.Lease{x.lease}) })},
 		{"Cancel a pending job", pending, jobOp((*fdbq.Queue).Cancel)},
 		{"Cancel a running job", running, jobOp((*fdbq.Queue).Cancel)},

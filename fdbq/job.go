@@ -70,8 +70,9 @@ type Job struct {
 	Error       string          // the last attempt's error
 	Progress    json.RawMessage // last progress a worker reported
 	Priority    int
-	Attempts    int // attempts started
+	Attempts    int // attempts started (a snoozed attempt is not counted)
 	MaxAttempts int // 0: the type's retry policy decides
+	Snoozes     int // times a worker snoozed the job (End with AttemptSnoozed)
 	// Resubmitted: the job was added again while it ran; it goes back to
 	// pending when its worker finishes.
 	Resubmitted bool
@@ -95,6 +96,7 @@ type record struct {
 	Priority    int             `json:"pr,omitempty"`
 	Attempts    int             `json:"a,omitempty"`
 	MaxAttempts int             `json:"ma,omitempty"`
+	Snoozes     int             `json:"-"`
 	Retry       *RetryPolicy    `json:"rp,omitempty"`
 	Lock        string          `json:"l,omitempty"`  // running: the holder's lock
 	LastLock    string          `json:"ll,omitempty"` // the lock that last left running, for idempotent retries
@@ -141,6 +143,7 @@ func (r *record) job(typ, id string) *Job {
 		Priority:    r.Priority,
 		Attempts:    r.Attempts,
 		MaxAttempts: r.MaxAttempts,
+		Snoozes:     r.Snoozes,
 		Resubmitted: r.Resubmit,
 		AddedAt:     fromMs(r.AddedAt),
 		ScheduledAt: fromMs(r.ScheduledAt),

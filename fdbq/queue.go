@@ -84,6 +84,10 @@ func (q *Queue) DB() *kv.DB { return q.db }
 
 func (q *Queue) nowMs() int64 { return q.now().UnixMilli() }
 
+// Now is the queue's clock (Options.Now): the time its jobs are
+// scheduled by.
+func (q *Queue) Now() time.Time { return q.now() }
+
 // newToken returns 16 random bytes in hex: job ids and locks.
 func newToken() string {
 	var b [16]byte

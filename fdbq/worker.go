@@ -78,59 +78,189 @@ func (q *Queue) Heartbeat(ctx context.Context, tr kv.Transactor, l *Lease, o Hea
 	})
 }
 
-// Finish ends the job successfully with result (JSON, may be empty). If the
-// job was added again while it ran, it goes back to pending instead. It
-// fails with ErrHalt when the lock is gone; then nothing of the caller's
-// transaction may commit, and returning the error from the transactional
-// function ensures it does not. A result that does not fit beside the
-// job's data and progress (MaxDataSize) fails with ErrDataTooLarge and
-// leaves the job running: the result is the caller's, and cutting it
-// would store something else. Fail the job instead, saying why.
-func (q *Queue) Finish(ctx context.Context, tr kv.Transactor, l *Lease, result json.RawMessage) error {
-	result, ok := canonicalJSON(result)
-	if !ok {
-		return fmt.Errorf("%w: result of %s/%s is not valid JSON", ErrInvalidJob, l.Type, l.ID)
+// AttemptEnd names how a worker ends an attempt (see End).
+type AttemptEnd int
+
+const (
+	// AttemptSucceeded finishes the job with its result.
+	AttemptSucceeded AttemptEnd = iota
+	// AttemptFailed counts a failed attempt: the job runs again after the
+	// retry policy's backoff (or at Ending.At), or finishes with outcome
+	// failed when it has used its attempts.
+	AttemptFailed
+	// AttemptCanceled finishes the job with outcome canceled, whatever
+	// attempts it has left: its work cannot succeed (its data does not
+	// decode, it asks for something that does not exist).
+	AttemptCanceled
+	// AttemptSnoozed gives the job back to pending, to run at Ending.At
+	// (zero: now), without counting the attempt; Job.Snoozes counts it
+	// instead. A worker snoozes a job it cannot do yet.
+	AttemptSnoozed
+)
+
+func (a AttemptEnd) String() string {
+	switch a {
+	case AttemptSucceeded:
+		return "succeeded"
+	case AttemptFailed:
+		return "failed"
+	case AttemptCanceled:
+		return "canceled"
+	case AttemptSnoozed:
+		return "snoozed"
 	}
-	return tr.Transact(ctx, func(tx kv.Tx) error {
-		rec, done, err := q.holding(tx, l, "finish")
-		if err != nil || done {
-			return err
-		}
-		now := q.nowMs()
-		next := *rec
-		next.Result = result
-		next.LastLock = l.Lock + ":finish"
-		if rec.Resubmit {
-			next.toPending(rec.ResubmitAt)
-			next.Attempts = 0
-		} else {
-			next.finish(Succeeded, now)
-		}
-		return q.put(tx, l.Type, l.ID, rec, &next)
-	})
+	return fmt.Sprintf("AttemptEnd(%d)", int(a))
 }
 
-// Fail records a failed attempt. The job runs again after the retry
-// policy's backoff, or finishes with outcome failed when it has used its
-// attempts. It fails with ErrHalt when the lock is gone. The cause becomes
-// the job's error, its end kept in the room the job's data, result and
-// progress leave under MaxDataSize, so that a job can always be failed.
-func (q *Queue) Fail(ctx context.Context, tr kv.Transactor, l *Lease, cause string) error {
-	return tr.Transact(ctx, func(tx kv.Tx) error {
-		rec, done, err := q.holding(tx, l, "fail")
-		if err != nil || done {
-			return err
-		}
-		s, err := q.settings(tx, l.Type)
+// exit is the name End records with the lock that ended an attempt this
+// way (record.LastLock), so that a call sent again is known as done.
+func (a AttemptEnd) exit() string {
+	switch a {
+	case AttemptSucceeded:
+		return "finish"
+	case AttemptCanceled:
+		return "cancel"
+	case AttemptSnoozed:
+		return "resubmit"
+	}
+	return "fail"
+}
+
+// Ending is how an attempt ends, as a worker tells End.
+type Ending struct {
+	How AttemptEnd
+	// Result is a succeeded job's result (JSON, may be empty).
+	Result json.RawMessage
+	// Cause is a failed or canceled attempt's error, stored as the job's
+	// error, its end kept in the room the job's data, result and progress
+	// leave under MaxDataSize, so that a job can always be failed.
+	Cause string
+	// At is when a snoozed job runs again (zero: now), or a failed one
+	// with attempts left (zero: after the retry policy's backoff).
+	At time.Time
+}
+
+// Ended is what End did to the job, read in End's transaction: what the
+// job's state says, so callers (metrics, the HTTP API) need not derive it
+// again. It holds only if the transaction commits.
+type Ended struct {
+	// State is the job's state after the call: pending (it runs again, at
+	// At) or finished (with Outcome).
+	State   State
+	Outcome Outcome
+	At      time.Time
+	// Attempts is the job's count of attempts after the call.
+	Attempts int
+	// Retried: the attempt failed and the job runs again.
+	Retried bool
+	// Replayed: this lease had ended the attempt this way already (the
+	// call was sent again after a commit whose result was unknown, or by
+	// a worker that did not hear the answer), so nothing was written; the
+	// fields say what the job is now.
+	Replayed bool
+}
+
+func ended(rec *record, how AttemptEnd, replayed bool) Ended {
+	e := Ended{State: rec.State, Outcome: rec.Outcome, Attempts: rec.Attempts, Replayed: replayed}
+	if rec.State != Finished {
+		e.At = fromMs(rec.ScheduledAt)
+		e.Retried = how == AttemptFailed
+	}
+	return e
+}
+
+// End ends the attempt of lease l as e says and returns what that did to
+// the job. If the job was added again while it ran, it goes back to
+// pending as the add asked, whatever e says. End fails with ErrHalt when
+// the lock is gone; then nothing of the caller's transaction may commit,
+// and returning the error from the transactional function ensures it does
+// not. A result that does not fit beside the job's data and progress
+// (MaxDataSize) fails with ErrDataTooLarge and leaves the job running:
+// the result is the caller's, and cutting it would store something else.
+// Fail the job instead, saying why.
+func (q *Queue) End(ctx context.Context, tr kv.Transactor, l *Lease, e Ending) (Ended, error) {
+	if e.How < AttemptSucceeded || e.How > AttemptSnoozed {
+		return Ended{}, fmt.Errorf("%w: unknown way to end an attempt: %v", ErrInvalidJob, e.How)
+	}
+	result, ok := canonicalJSON(e.Result)
+	if !ok {
+		return Ended{}, fmt.Errorf("%w: result of %s/%s is not valid JSON", ErrInvalidJob, l.Type, l.ID)
+	}
+	var out Ended
+	err := tr.Transact(ctx, func(tx kv.Tx) error {
+		rec, done, err := q.holding(tx, l, e.How.exit())
 		if err != nil {
 			return err
 		}
+		if done {
+			out = ended(rec, e.How, true)
+			return nil
+		}
+		now := q.nowMs()
 		next := *rec
-		next.setError(cause)
-		next.LastLock = l.Lock + ":fail"
-		q.retryOrFail(&next, s)
-		return q.put(tx, l.Type, l.ID, rec, &next)
+		next.LastLock = l.Lock + ":" + e.How.exit()
+		switch e.How {
+		case AttemptSucceeded:
+			next.Result = result
+			if rec.Resubmit {
+				next.toPending(rec.ResubmitAt)
+				next.Attempts = 0
+			} else {
+				next.finish(Succeeded, now)
+			}
+		case AttemptFailed:
+			s, err := q.settings(tx, l.Type)
+			if err != nil {
+				return err
+			}
+			next.setError(e.Cause)
+			q.retryOrFail(&next, s)
+			if at := toMs(e.At); at != 0 && next.State == Pending && !rec.Resubmit {
+				next.ScheduledAt = at
+			}
+		case AttemptCanceled:
+			next.setError(e.Cause)
+			if rec.Resubmit {
+				next.toPending(rec.ResubmitAt)
+				next.Attempts = 0
+			} else {
+				next.finish(Canceled, now)
+			}
+		case AttemptSnoozed:
+			sched := toMs(e.At)
+			if sched == 0 {
+				sched = now
+			}
+			next.toPending(sched)
+			next.Attempts = max(rec.Attempts-1, 0)
+			next.Snoozes = rec.Snoozes + 1
+		}
+		if err := q.put(tx, l.Type, l.ID, rec, &next); err != nil {
+			return err
+		}
+		out = ended(&next, e.How, false)
+		return nil
 	})
+	if err != nil {
+		return Ended{}, err
+	}
+	return out, nil
+}
+
+// Finish ends the job successfully with result (JSON, may be empty): End
+// with AttemptSucceeded.
+func (q *Queue) Finish(ctx context.Context, tr kv.Transactor, l *Lease, result json.RawMessage) error {
+	_, err := q.End(ctx, tr, l, Ending{How: AttemptSucceeded, Result: result})
+	return err
+}
+
+// Fail records a failed attempt with cause as the job's error: End with
+// AttemptFailed. The job runs again after the retry policy's backoff, or
+// finishes with outcome failed when it has used its attempts; End says
+// which.
+func (q *Queue) Fail(ctx context.Context, tr kv.Transactor, l *Lease, cause string) error {
+	_, err := q.End(ctx, tr, l, Ending{How: AttemptFailed, Cause: cause})
+	return err
 }
 
 // retryOrFail moves a running record whose attempt failed to pending after
@@ -157,24 +287,11 @@ func (q *Queue) retryOrFail(r *record, s TypeSettings) {
 }
 
 // Resubmit gives the job back to pending, to run at `at` (zero: now),
-// without counting this attempt; the lock is released. Use it to snooze a
-// job the worker cannot do yet.
+// without counting this attempt; the lock is released: End with
+// AttemptSnoozed. Use it to snooze a job the worker cannot do yet.
 func (q *Queue) Resubmit(ctx context.Context, tr kv.Transactor, l *Lease, at time.Time) error {
-	return tr.Transact(ctx, func(tx kv.Tx) error {
-		rec, done, err := q.holding(tx, l, "resubmit")
-		if err != nil || done {
-			return err
-		}
-		sched := toMs(at)
-		if sched == 0 {
-			sched = q.nowMs()
-		}
-		next := *rec
-		next.LastLock = l.Lock + ":resubmit"
-		next.toPending(sched)
-		next.Attempts = max(rec.Attempts-1, 0)
-		return q.put(tx, l.Type, l.ID, rec, &next)
-	})
+	_, err := q.End(ctx, tr, l, Ending{How: AttemptSnoozed, At: at})
+	return err
 }
 
 // Release hands accepted jobs that never started back to pending at once,

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/jobstage/jobstage/fdbq"
-	"github.com/jobstage/jobstage/kv"
 )
 
 // The handlers of the external-worker routes. A worker accepts jobs and
@@ -88,26 +87,7 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	replayed := false
-	err = s.db.Transact(r.Context(), func(tx kv.Tx) error {
-		before, getErr := s.q.Get(r.Context(), tx.Snapshot(), typ, id)
-		if err := s.q.Finish(r.Context(), tx, lease(typ, id, b.Lock), b.Result); err != nil {
-			return err
-		}
-		if getErr != nil {
-			return getErr
-		}
-		replayed = isReplay(before)
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	if s.o.OnOutcome != nil && !replayed {
-		s.o.OnOutcome(typ, "succeeded")
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return s.end(w, r, typ, id, b.Lock, fdbq.Ending{How: fdbq.AttemptSucceeded, Result: b.Result})
 }
 
 // fail: POST …/{id}/fail {"lock", "error"}; 204. The type's retry policy
@@ -121,47 +101,31 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	// The job's state after the fail, read in the fail's transaction, says
-	// whether it will run again.
-	retried, replayed := false, false
-	err = s.db.Transact(r.Context(), func(tx kv.Tx) error {
-		before, getErr := s.q.Get(r.Context(), tx.Snapshot(), typ, id)
-		if err := s.q.Fail(r.Context(), tx, lease(typ, id, b.Lock), b.Error); err != nil {
-			return err
-		}
-		if getErr != nil {
-			return getErr
-		}
-		j, err := s.q.Get(r.Context(), tx.Snapshot(), typ, id)
-		if err != nil {
-			return err
-		}
-		retried = j.State == fdbq.Pending
-		replayed = isReplay(before)
-		return nil
-	})
+	return s.end(w, r, typ, id, b.Lock, fdbq.Ending{How: fdbq.AttemptFailed, Cause: b.Error})
+}
+
+// end commits an external worker's outcome and reports it once: what
+// fdbq's End says it did (a failed attempt that runs again is "retried"),
+// and nothing for a finish or fail sent again (End answers it as a
+// replay and writes nothing).
+func (s *Server) end(w http.ResponseWriter, r *http.Request, typ, id, lock string, e fdbq.Ending) error {
+	d, err := s.q.End(r.Context(), s.db, lease(typ, id, lock), e)
 	if err != nil {
 		return err
 	}
-	if s.o.OnOutcome != nil && !replayed {
-		outcome := "failed"
-		if retried {
+	if s.o.OnOutcome != nil && !d.Replayed {
+		outcome := "succeeded"
+		switch {
+		case d.Retried:
 			outcome = "retried"
+		case e.How == fdbq.AttemptFailed:
+			outcome = "failed"
 		}
 		s.o.OnOutcome(typ, outcome)
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
-
-// isReplay reports whether a finish or fail that fdbq accepted was a
-// replay, from the job as it was, read in the same transaction before it:
-// fdbq accepts one only from the lock that holds the running job, or from
-// the lock that last ended its attempt when it is sent again (fdbq answers
-// it as done and writes nothing). The job is not running then: an accept,
-// the only way back to running, clears the record of the last lock, after
-// which the same request is refused as a halt.
-func isReplay(before *fdbq.Job) bool { return before != nil && before.State != fdbq.Running }
 
 // lease rebuilds a worker's lease: Heartbeat, Finish and Fail use only the
 // type, the id and the lock.

@@ -2,8 +2,6 @@ package metrics
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"runtime/debug"
 	"time"
 
@@ -11,10 +9,6 @@ import (
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/pipeline"
 )
-
-// typeLookupTimeout bounds the store read that learns a type's retry
-// policy before the first scrape.
-const typeLookupTimeout = time.Second
 
 // Stage returns a pipeline stage that counts the jobs the pipeline accepts
 // (jobstage_jobs_accepted_total) and observes how long each waited after it
@@ -29,12 +23,13 @@ func (m *Metrics) Stage() pipeline.Stage {
 }
 
 // Middleware returns a consumer middleware that observes each attempt:
-// its duration and outcome (jobstage_job_run_duration_seconds,
-// jobstage_jobs_finished_total), the handlers running
-// (jobstage_handlers_running) and the failed attempts that will be retried
-// (jobstage_jobs_retried_total). A panic in the handler becomes the
-// attempt's error, with its stack, as consumer.Recover makes it. Give it
-// first, so that it wraps the others.
+// its duration and outcome (consumer.AttemptOutcome;
+// jobstage_job_run_duration_seconds, jobstage_jobs_finished_total) and the
+// handlers running (jobstage_handlers_running). A panic in the handler
+// becomes the attempt's error (a consumer.PanicError), as consumer.Recover
+// makes it. Give it first, so that it wraps the others. Whether a failed
+// attempt's job runs again is known once the outcome commits: Ended
+// counts that.
 func Middleware[T, R any](m *Metrics) consumer.Middleware[T, R] {
 	return func(next consumer.Handler[T, R]) consumer.Handler[T, R] {
 		if m == nil {
@@ -44,76 +39,30 @@ func Middleware[T, R any](m *Metrics) consumer.Middleware[T, R] {
 			running := gauge(m.running, job.Type)
 			running.Inc()
 			start := time.Now()
-			panicked := false
 			defer func() {
 				if p := recover(); p != nil {
 					var zero R
-					r, err, panicked = zero, fmt.Errorf("consumer: handler panicked: %v\n%s", p, debug.Stack()), true
+					r, err = zero, &consumer.PanicError{Value: p, Stack: debug.Stack()}
 				}
 				running.Dec()
-				outcome := attemptOutcome(ctx, err, panicked)
+				outcome := consumer.AttemptOutcome(ctx, err)
 				observer(m.runtime, job.Type, outcome).Observe(time.Since(start).Seconds())
 				counter(m.finished, job.Type, outcome).Inc()
-				switch outcome {
-				case OutcomeFailed, OutcomeTimeout, OutcomePanicked:
-					if m.willRetry(job.Type, job.Attempt, job.Lease) {
-						counter(m.retried, job.Type).Inc()
-					}
-				}
 			}()
 			return next(ctx, job)
 		}
 	}
 }
 
-// attemptOutcome names how an attempt ended. The context's cause comes
-// first: after a halt or a stop, whatever the handler returned is not
-// committed as its outcome.
-func attemptOutcome(ctx context.Context, err error, panicked bool) string {
-	cause := context.Cause(ctx)
-	switch {
-	case errors.Is(cause, consumer.ErrHalted):
-		return OutcomeHalted
-	case errors.Is(cause, consumer.ErrStopping):
-		return OutcomeStopped
-	case panicked:
-		return OutcomePanicked
-	case err == nil:
-		return OutcomeSucceeded
-	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return OutcomeTimeout
-	default:
-		return OutcomeFailed
+// Ended counts what committing a job's outcome did, as fdbq.Queue.End
+// said it (pipeline.Options.OnEnded): a failed attempt whose job runs
+// again is counted in jobstage_jobs_retried_total, whichever retry policy
+// (the type's, the job's) or RetryAt decided it.
+func (m *Metrics) Ended(e *consumer.Envelope) {
+	if m == nil || e.Err() != nil {
+		return
 	}
-}
-
-// willRetry reports whether a failed attempt leaves the job attempts to
-// run again: the job's own max attempts, or else its type's retry
-// policy's. When the policy cannot be learned it reports false.
-func (m *Metrics) willRetry(typ string, attempt int, l *fdbq.Lease) bool {
-	limit := 0
-	if l != nil {
-		limit = l.MaxAttempts
+	if d := e.Ended(); d.Retried && !d.Replayed {
+		counter(m.retried, e.Lease.Type).Inc()
 	}
-	if limit == 0 {
-		limit = m.typeMaxAttempts(typ)
-	}
-	return limit > 0 && attempt < limit
-}
-
-func (m *Metrics) typeMaxAttempts(typ string) int {
-	if v, ok := m.maxAttempts.Load(typ); ok {
-		return v.(int)
-	}
-	if m.q == nil {
-		return 0
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), typeLookupTimeout)
-	defer cancel()
-	info, err := m.q.GetType(ctx, m.q.DB(), typ)
-	if err != nil {
-		return 0
-	}
-	m.maxAttempts.Store(typ, info.Settings.Retry.MaxAttempts)
-	return info.Settings.Retry.MaxAttempts
 }

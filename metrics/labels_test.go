@@ -59,7 +59,7 @@ func TestLabelsNotUTF8(t *testing.T) {
 	bad := "\xff"
 	m.Enqueued(bad, 2)
 	m.Accepted([]*fdbq.Lease{{Job: fdbq.Job{Type: bad}}})
-	m.ExternalOutcome(bad, metrics.OutcomeSucceeded)
+	m.ExternalOutcome(bad, consumer.OutcomeSucceeded)
 	m.ExternalOutcome(bad, "retried")
 	m.ExternalOutcome("email", "\xfe")
 	m.OnSweep(fdbq.SweepStats{ByType: map[string]fdbq.TypeSweepStats{bad: {Recycled: 1}, "a\x01b": {}}})

@@ -5,29 +5,18 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/jobstage/jobstage/consumer"
 	"github.com/jobstage/jobstage/fdbq"
 )
 
 // ScrapeTimeout bounds the store read of one scrape.
 const ScrapeTimeout = 5 * time.Second
-
-// Outcomes of an attempt, the outcome label of jobstage_jobs_finished_total
-// and jobstage_job_run_duration_seconds (see the package documentation).
-const (
-	OutcomeSucceeded = "succeeded"
-	OutcomeFailed    = "failed"
-	OutcomeTimeout   = "timeout"
-	OutcomePanicked  = "panicked"
-	OutcomeHalted    = "halted"
-	OutcomeStopped   = "stopped"
-)
 
 // Outcomes of jobstage_jobs_recycled_total.
 const (
@@ -57,10 +46,6 @@ type Metrics struct {
 
 	store     *storeCollector
 	pipelines *pipelineCollector
-
-	// maxAttempts caches each type's retry policy's attempts (type → int),
-	// refreshed by every scrape of the store.
-	maxAttempts sync.Map
 }
 
 // New makes jobstage's metrics and registers them with reg, together with
@@ -231,7 +216,7 @@ func (m *Metrics) ExternalOutcome(typ, outcome string) {
 		return
 	}
 	if outcome == RecycledRetried {
-		counter(m.finished, typ, OutcomeFailed).Inc()
+		counter(m.finished, typ, consumer.OutcomeFailed).Inc()
 		counter(m.retried, typ).Inc()
 		return
 	}

@@ -73,7 +73,8 @@ func TestPipelineMovesCounters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := pipeline.From(producer.New(q, "email", producer.Options{})).Via(m.Stage()).To(c).Build()
+	p, err := pipeline.From(producer.New(q, "email", producer.Options{})).Via(m.Stage()).To(c).
+		WithOptions(pipeline.Options{OnEnded: m.Ended}).Build()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,8 +110,12 @@ func TestPipelineMovesCounters(t *testing.T) {
 			t.Fatalf("job %s: %+v", ids[i], r)
 		}
 	}
-	// Waiting for the jobs' commits does not wait for the middleware,
-	// which counted each attempt before the consumer committed it.
+	// The middleware counted each attempt before the consumer committed
+	// it; Ended counted the retry after, and Stop returns once every job
+	// it held has been counted.
+	if err := p.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
 
 	for _, c := range []struct {
 		name string
@@ -254,7 +259,8 @@ func TestRegistryHasEveryMetric(t *testing.T) {
 	// The vectors make a series once they have counted something.
 	m.Enqueued("email", 1)
 	m.Accepted([]*fdbq.Lease{{Job: fdbq.Job{Type: "email", ID: "x", ScheduledAt: time.Now()}}})
-	m.ExternalOutcome("email", metrics.OutcomeSucceeded)
+	m.ExternalOutcome("email", consumer.OutcomeSucceeded)
+	m.ExternalOutcome("email", "retried")
 	m.OnSweep(fdbq.SweepStats{Recycled: 1, ByType: map[string]fdbq.TypeSweepStats{"email": {Recycled: 1}}})
 	m.HTTPObserve("GET /healthz", 200, time.Millisecond)
 	h := metrics.Middleware[task, string](m)(func(context.Context, *consumer.Job[task]) (string, error) { return "", errors.New("no") })
@@ -279,9 +285,6 @@ func TestRegistryHasEveryMetric(t *testing.T) {
 		if _, ok := got[name]; !ok {
 			t.Errorf("registry lacks %s", name)
 		}
-	}
-	if v := value(t, reg, "jobstage_jobs_retried_total", "email"); v != 1 {
-		t.Errorf("a first failed attempt of a 3-attempt type: retried %v, want 1 (policy read from the store)", v)
 	}
 	problems, err := promlint.NewWithMetricFamilies(mfs(t, reg)).Lint()
 	if err != nil {
@@ -472,7 +475,7 @@ func TestNilMetricsCountNothing(t *testing.T) {
 	var m *metrics.Metrics
 	m.Enqueued("email", 1)
 	m.Accepted([]*fdbq.Lease{{}})
-	m.ExternalOutcome("email", metrics.OutcomeFailed)
+	m.ExternalOutcome("email", consumer.OutcomeFailed)
 	m.OnSweep(fdbq.SweepStats{Recycled: 1, ByType: map[string]fdbq.TypeSweepStats{"email": {Recycled: 1}}})
 	m.HTTPObserve("GET /healthz", 200, time.Millisecond)
 	m.ObserveStore(nil)
@@ -508,10 +511,22 @@ func TestMiddlewareOutcomes(t *testing.T) {
 			t.Errorf("%s: %v, want %v", outcome, v, want)
 		}
 	}
-	// timeout and panicked leave attempts (1 of 3); halted and stopped are
-	// not failures.
-	if v := value(t, reg, "jobstage_jobs_retried_total", "t"); v != 2 {
-		t.Errorf("retried: %v, want 2", v)
+	run(context.Background(), func(ctx context.Context, _ *consumer.Job[task]) (string, error) { return "", consumer.Cancel("no") })
+	run(context.Background(), func(ctx context.Context, _ *consumer.Job[task]) (string, error) {
+		return "", consumer.Snooze(time.Second)
+	})
+	run(stopping, func(ctx context.Context, _ *consumer.Job[task]) (string, error) {
+		return "", consumer.Snooze(time.Second)
+	})
+	for outcome, want := range map[string]float64{"canceled": 1, "snoozed": 2} {
+		if v := value(t, reg, "jobstage_jobs_finished_total", "t", outcome); v != want {
+			t.Errorf("%s: %v, want %v", outcome, v, want)
+		}
+	}
+	// Whether the job runs again is not the middleware's to say: it is
+	// known once the outcome commits (Ended).
+	if _, ok := gathered(t, reg)["jobstage_jobs_retried_total"]; ok {
+		t.Error("the middleware counted retries before any outcome committed")
 	}
 }
 
@@ -521,9 +536,9 @@ func TestExternalOutcome(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.ExternalOutcome("report", metrics.OutcomeSucceeded)
+	m.ExternalOutcome("report", consumer.OutcomeSucceeded)
 	m.ExternalOutcome("report", "retried")
-	m.ExternalOutcome("report", metrics.OutcomeFailed)
+	m.ExternalOutcome("report", consumer.OutcomeFailed)
 	if v := value(t, reg, "jobstage_jobs_finished_total", "report", "succeeded"); v != 1 {
 		t.Errorf("succeeded: %v", v)
 	}
@@ -532,5 +547,73 @@ func TestExternalOutcome(t *testing.T) {
 	}
 	if v := value(t, reg, "jobstage_jobs_retried_total", "report"); v != 1 {
 		t.Errorf("retried: %v, want 1", v)
+	}
+}
+
+// A retry is counted from what the commit of the failed attempt did, so
+// a job's own retry policy, RetryAt and a canceled job count as they
+// ran: the job with 3 attempts of its own on a 1-attempt type is retried
+// twice; the canceled one, with attempts left, not at all. (The count
+// was derived from the type's policy: 0 retries.)
+func TestRetriedFollowsWhatCommitted(t *testing.T) {
+	ctx := context.Background()
+	db := openDB(t)
+	q := fdbq.New(db, fdbq.Options{})
+	setType(t, q, "email", 1, false)
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := func(_ context.Context, j *consumer.Job[task]) (string, error) {
+		switch {
+		case j.ID == "cancel":
+			return "", consumer.Cancel("never")
+		case j.Attempt == 1:
+			return "", consumer.RetryAt(time.Now(), errors.New("later"))
+		case j.Attempt == 2:
+			return "", errors.New("again")
+		}
+		return "ok", nil
+	}
+	c, err := consumer.New(h, consumer.Options{Concurrency: 2}, metrics.Middleware[task, string](m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := pipeline.From(producer.New(q, "email", producer.Options{})).To(c).
+		WithOptions(pipeline.Options{OnEnded: m.Ended}).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	own := &fdbq.RetryPolicy{MaxAttempts: 3, Backoff: fdbq.Constant, Base: time.Millisecond}
+	if _, err := q.AddBatch(ctx, db, []fdbq.NewJob{
+		{Type: "email", ID: "own", Retry: own},
+		{Type: "email", ID: "cancel", Retry: own},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, waitLimit)
+	defer cancel()
+	res, err := q.Wait(wctx, "email", []string{"own", "cancel"}, fdbq.Finished)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := res[0].Job; j.Outcome != fdbq.Succeeded || j.Attempts != 3 {
+		t.Fatalf("job with its own policy: %s after %d attempts", j.Outcome, j.Attempts)
+	}
+	if j := res[1].Job; j.Outcome != fdbq.Canceled || j.Attempts != 1 {
+		t.Fatalf("canceled job: %s after %d attempts", j.Outcome, j.Attempts)
+	}
+	if err := p.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v := value(t, reg, "jobstage_jobs_retried_total", "email"); v != 2 {
+		t.Errorf("retried: %v, want 2", v)
+	}
+	if v := value(t, reg, "jobstage_jobs_finished_total", "email", "canceled"); v != 1 {
+		t.Errorf("canceled attempts: %v, want 1", v)
 	}
 }

@@ -88,8 +88,6 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 			if name == "" {
 				continue
 			}
-		} else {
-			c.m.maxAttempts.Store(name, s.info.Settings.Retry.MaxAttempts)
 		}
 		out.send(pendingDesc, prometheus.GaugeValue, float64(s.info.Pending), name)
 		out.send(runningDesc, prometheus.GaugeValue, float64(s.info.Running), name)

@@ -170,7 +170,7 @@ func TestTypedData(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	e.add(t,
 		fdbq.NewJob{ID: "ok", Data: json.RawMessage(`{"item":"pen","count":3}`), Priority: 7},
-		fdbq.NewJob{ID: "wrong", Data: json.RawMessage(`{"count":"three"}`), MaxAttempts: 1},
+		fdbq.NewJob{ID: "wrong", Data: json.RawMessage(`{"count":"three"}`), MaxAttempts: 5},
 	)
 	seen := make(chan consumer.Job[order], 2)
 	c := mustConsumer(t, func(ctx context.Context, j *consumer.Job[order]) (map[string]int, error) {
@@ -186,8 +186,10 @@ func TestTypedData(t *testing.T) {
 	if string(got[0].Result) != `{"pen":3}` {
 		t.Errorf("result %s", got[0].Result)
 	}
-	if got[1].Outcome != fdbq.Failed || !strings.Contains(got[1].Error, "decode data") {
-		t.Errorf("undecodable job: %s %q", got[1].Outcome, got[1].Error)
+	// Data that does not decode would not decode at the next attempt
+	// either: the job is canceled at once, its attempts left unused.
+	if got[1].Outcome != fdbq.Canceled || got[1].Attempts != 1 || !strings.Contains(got[1].Error, "decode data") {
+		t.Errorf("undecodable job: %s after %d attempts, %q", got[1].Outcome, got[1].Attempts, got[1].Error)
 	}
 	select {
 	case j := <-seen:

@@ -41,6 +41,12 @@ type Options struct {
 	// transaction (consumer.BatchFinisher).
 	BatchFinish bool
 	Logger      *slog.Logger
+	// OnEnded, if set, is called with each job once its outcome is
+	// committed or it was released (consumer.Envelope's Err and Ended say
+	// what happened), before the pipeline counts it out of flight: so
+	// when Stop returns, it was called for every job the pipeline held.
+	// It must not block (metrics.Metrics.Ended counts retries).
+	OnEnded func(*consumer.Envelope)
 }
 
 // From starts a pipeline at one or more producers.
@@ -270,7 +276,7 @@ func (p *Pipeline) produce(ctx, jobCtx context.Context, pr *producer.Producer, h
 		}
 		for _, l := range leases {
 			e := consumer.NewEnvelope(jobCtx, pr.Queue(), l, consumer.EnvelopeOptions{
-				Acks: acks, Heartbeater: hb, Finisher: fin, OnDone: p.untrack,
+				Acks: acks, Heartbeater: hb, Finisher: fin, OnDone: p.done,
 			})
 			p.track(e)
 			p.heads <- e
@@ -282,6 +288,14 @@ func (p *Pipeline) track(e *consumer.Envelope) {
 	p.mu.Lock()
 	p.inflight[e] = struct{}{}
 	p.mu.Unlock()
+}
+
+// done is each envelope's OnDone.
+func (p *Pipeline) done(e *consumer.Envelope) {
+	if p.opts.OnEnded != nil {
+		p.opts.OnEnded(e)
+	}
+	p.untrack(e)
 }
 
 func (p *Pipeline) untrack(e *consumer.Envelope) {

@@ -166,7 +166,7 @@ func TestMiddlewareInPipeline(t *testing.T) {
 		}
 	}
 	mu.Unlock()
-	want := map[string]int{consumer.OutcomeSucceeded: 1, consumer.OutcomeFailed: 2, consumer.OutcomeTimeout: 1}
+	want := map[string]int{consumer.OutcomeSucceeded: 1, consumer.OutcomeFailed: 1, consumer.OutcomePanicked: 1, consumer.OutcomeTimeout: 1}
 	if fmt.Sprint(outcomes) != fmt.Sprint(want) {
 		t.Errorf("metrics outcomes %v, want %v", outcomes, want)
 	}
