@@ -2,7 +2,6 @@ package fdbq
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"go.uber.org/fx"
@@ -41,21 +40,7 @@ func provideQueue(lc fx.Lifecycle, p queueParams) *Queue {
 	q := New(p.DB, p.Options)
 	lc.Append(fx.StartHook(func(ctx context.Context) error {
 		for _, t := range p.Types {
-			err := p.DB.Transact(ctx, func(tx kv.Tx) error {
-				s := t.Settings
-				old, err := q.settings(tx, t.Name)
-				switch {
-				case err == nil:
-					s.Paused = s.Paused || old.Paused
-				case errors.Is(err, ErrCorrupt):
-					// Settings that do not decode are replaced by the
-					// declared ones: they are what the type runs with.
-				case !errors.Is(err, ErrUnknownType):
-					return err
-				}
-				return q.SetType(ctx, tx, t.Name, s)
-			})
-			if err != nil {
+			if err := q.DeclareType(ctx, p.DB, t.Name, t.Settings); err != nil {
 				return fmt.Errorf("declaring type %s: %w", t.Name, err)
 			}
 		}
