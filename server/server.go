@@ -30,6 +30,7 @@ import (
 	"github.com/jobstage/jobstage/config"
 	"github.com/jobstage/jobstage/consumer"
 	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/fxjobstage"
 	"github.com/jobstage/jobstage/handlers"
 	"github.com/jobstage/jobstage/httpapi"
 	"github.com/jobstage/jobstage/kv"
@@ -83,22 +84,22 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		fx.Supply(cfg, log),
 		storeModule(cfg.Store),
 		fx.Supply(fdbq.Options{Prefix: cfg.Store.KeyPrefix()}),
-		fdbq.Module,
+		fxjobstage.QueueModule,
 		fx.Provide(newMetrics),
 		fx.Provide(func(m *metrics.Metrics) fdbq.MonitorOptions {
 			return fdbq.MonitorOptions{Logger: log, OnSweep: m.OnSweep}
 		}),
-		fdbq.MonitorModule,
-		pipeline.Module,
+		fxjobstage.MonitorModule,
+		fxjobstage.PipelinesModule,
 		fx.Invoke(warnBadTypeNames),
 		fx.Invoke(s.serveHTTP),
 		fx.Populate(&s.q),
 	}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Types)) {
-		opts = append(opts, fdbq.DeclareType(name, cfg.Types[name].Settings()))
+		opts = append(opts, fxjobstage.DeclareType(name, cfg.Types[name].Settings()))
 	}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Pipelines)) {
-		opts = append(opts, pipeline.Provide(pipelineConstructor(name, cfg.Pipelines[name], cfg.Shutdown.DrainTimeout, secretEnv(cfg), o.Handlers, log)))
+		opts = append(opts, fxjobstage.ProvidePipeline(pipelineConstructor(name, cfg.Pipelines[name], cfg.Shutdown.DrainTimeout, secretEnv(cfg), o.Handlers, log)))
 	}
 	s.app = fx.New(opts...)
 	if err := s.app.Err(); err != nil {
