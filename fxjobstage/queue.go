@@ -65,9 +65,6 @@ type monitorParams struct {
 var MonitorModule = fx.Module("jobstage.monitor",
 	fx.Provide(func(p monitorParams) *fdbq.Monitor { return fdbq.NewMonitor(p.Queue, p.Options) }),
 	fx.Invoke(func(lc fx.Lifecycle, m *fdbq.Monitor) {
-		lc.Append(fx.Hook{
-			OnStart: func(context.Context) error { m.Start(); return nil },
-			OnStop:  m.Stop,
-		})
+		lc.Append(fx.Hook{OnStart: m.Start, OnStop: m.Stop})
 	}),
 )
