@@ -130,6 +130,9 @@ func Run(t *testing.T, name string, newPart func(t *testing.T) Part) {
 				gr := rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
 				wg.Go(func() {
 					for i := range ops {
+						if t.Failed() {
+							return // one report is enough
+						}
 						if gr.IntN(2) == 0 {
 							err := c.call(t, "start", func() error { return p.Start(context.Background()) })
 							switch {
