@@ -50,5 +50,7 @@
 //     jobs of those that return go back to pending; a handler that ignores
 //     its context is left to the activity monitor.
 //
-// Stop is idempotent; the context given to it bounds it.
+// A pipeline runs once. Stop is safe before Start (which then fails),
+// twice and from several goroutines; the context given to it bounds it,
+// and a Stop whose context ends cuts the drain short (step 4 at once).
 package pipeline

@@ -2,8 +2,13 @@
 // the jobs layer with the configured types, the activity monitor, one
 // pipeline per configured pipeline with its handler (built-in, or a Go
 // handler the embedding application registered), the HTTP API and the
-// metrics — as fx modules, the same ones an application that embeds
-// jobstage composes. `jobstage serve` is this package run from a file.
+// metrics — as fx modules, those of package fxjobstage that an
+// application that embeds jobstage composes. `jobstage serve` is this
+// package run from a file.
+//
+// A Server starts and stops like every long-running part of jobstage: it
+// runs once, Stop is safe before Start (and keeps it from starting),
+// twice and from several goroutines, and a second Start fails.
 package server
 
 import (
