@@ -402,8 +402,9 @@ func (p *Pipeline) drain(hurry context.Context) error {
 			errs = append(errs, errors.New("pipeline: handlers still running after their contexts were cancelled; the activity monitor will retry their jobs"))
 		}
 	}
-	// The finisher and the heartbeaters stop at once: their Stop waits for
-	// a commit or a heartbeat in progress, which their own contexts bound.
+	// The finisher's and the heartbeaters' Stop wait only for the commit
+	// or heartbeat in progress (and the finisher's for the outcomes the
+	// handlers gave it, all of them by now).
 	if p.finisher != nil {
 		errs = append(errs, p.finisher.Stop(context.Background()))
 	}
