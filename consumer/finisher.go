@@ -41,7 +41,7 @@ var _ Finisher = (*BatchFinisher)(nil)
 var ErrFinisherClosed = errors.New("consumer: finisher closed")
 
 // NewBatchFinisher returns a stopped finisher that commits up to max
-// outcomes per transaction (default 256) once started. Finish and Fail
+// outcomes per transaction (default 256) once started. Outcomes given it
 // wait for Start, and fail with ErrFinisherClosed after Stop.
 func NewBatchFinisher(q *fdbq.Queue, max int) *BatchFinisher {
 	if max <= 0 {
@@ -71,7 +71,7 @@ func (b *BatchFinisher) submit(r *finishReq) error {
 	select {
 	case err := <-r.done:
 		return err
-	case <-b.life.Stopped():
+	case <-b.done:
 		select {
 		case err := <-r.done:
 			return err
@@ -101,6 +101,8 @@ func (b *BatchFinisher) Stop(ctx context.Context) error {
 	return b.life.Stop(ctx, func(_ context.Context, started bool) error {
 		if started {
 			<-b.done
+		} else {
+			close(b.done) // no loop ran, nor will: outcomes waiting fail
 		}
 		return nil
 	})
