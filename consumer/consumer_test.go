@@ -283,7 +283,10 @@ func TestResultTooLargeFailsTheAttempt(t *testing.T) {
 			o := consumer.EnvelopeOptions{}
 			if batch {
 				f := consumer.NewBatchFinisher(q, 16)
-				defer f.Close()
+				if err := f.Start(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				defer f.Stop(context.Background())
 				o.Finisher = f
 			}
 			serveLeases(t, c, q, ls, o)

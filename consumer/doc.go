@@ -21,4 +21,10 @@
 // Middleware are plain function wrappers (Logging, Metrics, Timeout,
 // Recover). A BatchFinisher commits the outcomes of jobs that end together
 // in one transaction.
+//
+// The Heartbeater and the BatchFinisher are long-running parts: their
+// constructors return them stopped, Start starts them and Stop stops them,
+// under the rule of every such part of jobstage (it runs once; Stop is
+// safe before Start, twice and concurrently; a second Start fails naming
+// the part). A pipeline starts and stops its own.
 package consumer

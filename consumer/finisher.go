@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/internal/lifecycle"
 	"github.com/jobstage/jobstage/kv"
 )
 
@@ -16,6 +17,7 @@ import (
 type BatchFinisher struct {
 	q    *fdbq.Queue
 	max  int
+	life lifecycle.Lifecycle
 	reqs chan *finishReq
 	stop chan struct{}
 	done chan struct{}
@@ -32,19 +34,19 @@ type finishReq struct {
 
 var _ Finisher = (*BatchFinisher)(nil)
 
-// ErrFinisherClosed: the finisher was closed before the outcome was
+// ErrFinisherClosed: the finisher was stopped before the outcome was
 // committed; the job stays running until the activity monitor retries it.
 var ErrFinisherClosed = errors.New("consumer: finisher closed")
 
-// NewBatchFinisher starts a finisher that commits up to max outcomes per
-// transaction (default 256). Close stops it.
+// NewBatchFinisher returns a stopped finisher that commits up to max
+// outcomes per transaction (default 256) once started. Outcomes given it
+// wait for Start, and fail with ErrFinisherClosed after Stop.
 func NewBatchFinisher(q *fdbq.Queue, max int) *BatchFinisher {
 	if max <= 0 {
 		max = 256
 	}
-	b := &BatchFinisher{q: q, max: max, reqs: make(chan *finishReq, max), stop: make(chan struct{}), done: make(chan struct{})}
-	go b.loop()
-	return b
+	return &BatchFinisher{q: q, max: max, life: lifecycle.Lifecycle{Name: "consumer.BatchFinisher"},
+		reqs: make(chan *finishReq, max), stop: make(chan struct{}), done: make(chan struct{})}
 }
 
 // End implements Finisher.
@@ -68,10 +70,31 @@ func (b *BatchFinisher) End(ctx context.Context, l *fdbq.Lease, e fdbq.Ending) (
 	}
 }
 
-// Close commits what was submitted and stops the finisher.
-func (b *BatchFinisher) Close() {
+// Start starts committing. A finisher runs once: Start fails if it was
+// started or stopped before.
+func (b *BatchFinisher) Start(ctx context.Context) error {
+	return b.life.Start(ctx, func(context.Context) error {
+		go b.loop()
+		return nil
+	})
+}
+
+// Stop commits what was submitted and stops the finisher; it returns once
+// that is done, or when ctx ends (ctx's error; the commits go on). It is
+// safe before Start (which then fails), twice, and from several
+// goroutines.
+func (b *BatchFinisher) Stop(ctx context.Context) error {
+	// From now on no outcome is taken; the loop commits those it was
+	// given and returns.
 	b.once.Do(func() { close(b.stop) })
-	<-b.done
+	return b.life.Stop(ctx, func(_ context.Context, started bool) error {
+		if started {
+			<-b.done
+		} else {
+			close(b.done) // no loop ran, nor will: outcomes waiting fail
+		}
+		return nil
+	})
 }
 
 func (b *BatchFinisher) loop() {

@@ -45,8 +45,7 @@ func TestCommitSkipsHalted(t *testing.T) {
 	if err := q.Remove(ctx, db, "t", ls[5].ID); err != nil {
 		t.Fatal(err)
 	}
-	b := NewBatchFinisher(q, 0)
-	defer b.Close()
+	b := NewBatchFinisher(q, 0) // not started: the test calls commit itself
 	var batch []*finishReq
 	for i, l := range ls {
 		r := &finishReq{ctx: ctx, lease: l, ending: fdbq.Ending{How: fdbq.AttemptSucceeded, Result: json.RawMessage(`true`)}, done: make(chan error, 1)}

@@ -24,6 +24,9 @@ func TestBatchFinisher(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := consumer.NewBatchFinisher(q, 16)
+	if err := b.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	commits0 := q.DB().Stats().Commits.Load()
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -40,8 +43,9 @@ func TestBatchFinisher(t *testing.T) {
 	}
 	wg.Wait()
 	commits := q.DB().Stats().Commits.Load() - commits0
-	b.Close()
-	b.Close() // idempotent
+	if err := b.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	for i, err := range errs {
 		j := get(t, q, ls[i].ID)
 		switch {

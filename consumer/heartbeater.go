@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/internal/lifecycle"
 	"github.com/jobstage/jobstage/kv"
 )
 
@@ -23,6 +24,7 @@ import (
 // renewed between 3/4 and 1 interval after the previous renewal.
 type Heartbeater struct {
 	every, tick time.Duration
+	life        lifecycle.Lifecycle
 	ctx         context.Context
 	cancel      context.CancelFunc
 	done        chan struct{}
@@ -34,29 +36,45 @@ type Heartbeater struct {
 // maxHeartbeatBatch bounds the leases renewed in one transaction.
 const maxHeartbeatBatch = 256
 
-// NewHeartbeater starts a heartbeater that renews leases every interval
-// (which must be positive). Close stops it.
+// NewHeartbeater returns a stopped heartbeater that renews leases every
+// interval (which must be positive) once started. Envelopes may be given
+// it before Start; they are renewed from Start to Stop.
 func NewHeartbeater(every time.Duration) *Heartbeater {
 	ctx, cancel := context.WithCancel(context.Background())
-	h := &Heartbeater{
+	return &Heartbeater{
 		every:  every,
 		tick:   max(every/4, time.Millisecond),
+		life:   lifecycle.Lifecycle{Name: "consumer.Heartbeater"},
 		ctx:    ctx,
 		cancel: cancel,
 		done:   make(chan struct{}),
 		envs:   make(map[*Envelope]time.Time),
 	}
-	go h.loop()
-	return h
 }
 
 // Every is the heartbeat interval.
 func (h *Heartbeater) Every() time.Duration { return h.every }
 
-// Close stops the heartbeats; it returns once none is in progress.
-func (h *Heartbeater) Close() {
-	h.cancel()
-	<-h.done
+// Start starts the heartbeats. A heartbeater runs once: Start fails if it
+// was started or stopped before.
+func (h *Heartbeater) Start(ctx context.Context) error {
+	return h.life.Start(ctx, func(context.Context) error {
+		go h.loop()
+		return nil
+	})
+}
+
+// Stop stops the heartbeats; it returns once none is in progress, or when
+// ctx ends (ctx's error; the heartbeat in progress still ends). It is safe
+// before Start (which then fails), twice, and from several goroutines.
+func (h *Heartbeater) Stop(ctx context.Context) error {
+	return h.life.Stop(ctx, func(_ context.Context, started bool) error {
+		h.cancel()
+		if started {
+			<-h.done
+		}
+		return nil
+	})
 }
 
 func (h *Heartbeater) add(e *Envelope) {

@@ -20,7 +20,10 @@ func TestHeartbeaterRenewsAndHalts(t *testing.T) {
 	q := newQueue(t, &s)
 	ls := leases(t, q, 3)
 	h := consumer.NewHeartbeater(10 * time.Millisecond)
-	defer h.Close()
+	if err := h.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer h.Stop(context.Background())
 	var envs []*consumer.Envelope
 	for _, l := range ls {
 		e := consumer.NewEnvelope(context.Background(), q, l, consumer.EnvelopeOptions{Heartbeater: h, Heartbeat: time.Hour})

@@ -169,7 +169,7 @@
 // writes, in Page.Unreadable and lists the rest. Types lists a type whose
 // settings do not decode with TypeInfo.Err and its counts; GetType fails
 // for it with ErrCorrupt, as do the calls that need its settings, until
-// SetType (or DeclareType, at the next start) replaces them. OldestDue
+// SetType or DeclareType replaces them. OldestDue
 // passes over a pending key it cannot read. Get, Cancel and Requeue of a
 // job whose record does not decode fail with ErrCorrupt naming it; Remove
 // deletes it, with the index entry that points at it and its state's

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/fx"
-
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/kv"
 	"github.com/jobstage/jobstage/kv/embedded"
@@ -378,15 +376,7 @@ func ftCases() []ftCase {
 		}, func(x *ftQ) string { return ftOutcome(x.q.Resume(x.ctx, x.db, "email")) }},
 		{"Monitor.Sweep taking back a job", func(x *ftQ) { running(x); x.c.Advance(time.Minute) }, sweep},
 		{"Monitor.Sweep removing a finished job", func(x *ftQ) { finished(x); x.c.Advance(25 * time.Hour) }, sweep},
-		{"DeclareType", pending, func(x *ftQ) string {
-			app := fx.New(fx.NopLogger, fx.Supply(x.db, fdbq.Options{Now: x.c.Now, Prefix: x.prefix}),
-				fdbq.Module, fdbq.DeclareType("email", settings), fx.Invoke(func(*fdbq.Queue) {}))
-			err := app.Start(x.ctx)
-			if err == nil {
-				err = app.Stop(x.ctx)
-			}
-			return ftOutcome(err)
-		}},
+		{"DeclareType", pending, func(x *ftQ) string { return ftOutcome(x.q.DeclareType(x.ctx, x.db, "email", settings)) }},
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jobstage/jobstage/internal/lifecycle"
 	"github.com/jobstage/jobstage/kv"
 	"github.com/jobstage/jobstage/kv/tuple"
 )
@@ -110,11 +111,13 @@ type Monitor struct {
 	q    *Queue
 	opts MonitorOptions
 
-	mu      sync.Mutex
-	batch   int
-	started bool
-	cancel  context.CancelFunc
-	done    chan struct{}
+	life lifecycle.Lifecycle
+	// stopLoop ends the loop Start began: set by Start, called by Stop
+	// (the lifecycle orders them).
+	stopLoop func()
+
+	mu    sync.Mutex
+	batch int
 	// skipped holds the index entries recent sweeps skipped, each with the
 	// number of the last sweep that did, so that a job is logged when it
 	// is first skipped rather than at every sweep.
@@ -143,7 +146,7 @@ func NewMonitor(q *Queue, o MonitorOptions) *Monitor {
 	if clock == nil {
 		clock = time.Now
 	}
-	return &Monitor{q: q, opts: o, batch: 1000, skipped: map[string]uint64{},
+	return &Monitor{q: q, opts: o, life: lifecycle.Lifecycle{Name: "fdbq.Monitor"}, batch: 1000, skipped: map[string]uint64{},
 		seen: samples{spacing: o.Interval / 4}, clock: clock}
 }
 
@@ -186,37 +189,33 @@ func (m *Monitor) dueAt(cv int64, timeout time.Duration) (time.Time, bool) {
 	return m.seen.dueAt(cv, timeout)
 }
 
-// Start runs sweeps in the background until Stop. Starting a started
-// monitor does nothing.
-func (m *Monitor) Start() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.started {
-		return
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	m.started, m.cancel, m.done = true, cancel, make(chan struct{})
-	go m.loop(ctx, m.done)
+// Start runs sweeps in the background until Stop. A monitor runs once:
+// Start fails if it was started or stopped before. ctx's values reach the
+// sweeps; its end does not stop them (Stop does).
+func (m *Monitor) Start(ctx context.Context) error {
+	return m.life.Start(ctx, func(ctx context.Context) error {
+		ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		done := make(chan struct{})
+		m.stopLoop = func() {
+			cancel()
+			<-done
+		}
+		go m.loop(ctx, done)
+		return nil
+	})
 }
 
 // Stop ends the background sweeps and waits for the one running, or for
-// ctx. Stopping a stopped (or never started) monitor does nothing.
+// ctx (ctx's error then; the sweep still ends). Stopping a stopped monitor
+// does nothing; stopping one that never started keeps it from starting.
+// It is safe from any goroutine, any number of times.
 func (m *Monitor) Stop(ctx context.Context) error {
-	m.mu.Lock()
-	if !m.started {
-		m.mu.Unlock()
+	return m.life.Stop(ctx, func(_ context.Context, started bool) error {
+		if started {
+			m.stopLoop()
+		}
 		return nil
-	}
-	m.started = false
-	cancel, done := m.cancel, m.done
-	m.mu.Unlock()
-	cancel()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	})
 }
 
 // loop sweeps, then waits until a sweep has something to do: the first

@@ -66,7 +66,9 @@ func startMonitor(t *testing.T, q *fdbq.Queue, o fdbq.MonitorOptions) *sweepLog 
 	}
 	o.OnSweep = l.on
 	m := fdbq.NewMonitor(q, o)
-	m.Start()
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { m.Stop(context.Background()) })
 	recvWithin(t, l.swept, "the monitor's first sweep")
 	return l

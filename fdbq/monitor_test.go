@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/internal/lifecycle"
+	"github.com/jobstage/jobstage/internal/lifecycletest"
 	"github.com/jobstage/jobstage/kv"
 )
 
@@ -366,21 +368,32 @@ func TestMonitorStartStop(t *testing.T) {
 	ctx := context.Background()
 	base := runtime.NumGoroutine()
 	swept := make(chan fdbq.SweepStats, 1)
-	m := fdbq.NewMonitor(q, fdbq.MonitorOptions{
-		Clock:    c.Now,
-		Interval: time.Millisecond,
-		OnSweep: func(st fdbq.SweepStats) {
-			select {
-			case swept <- st:
-			default:
-			}
-		},
-	})
+	newMonitor := func() *fdbq.Monitor {
+		return fdbq.NewMonitor(q, fdbq.MonitorOptions{
+			Clock:    c.Now,
+			Interval: time.Millisecond,
+			OnSweep: func(st fdbq.SweepStats) {
+				select {
+				case swept <- st:
+				default:
+				}
+			},
+		})
+	}
+	m := newMonitor()
 	if err := m.Stop(ctx); err != nil {
 		t.Fatalf("stop before start: %v", err)
 	}
-	m.Start()
-	m.Start() // no second loop
+	if err := m.Start(ctx); !errors.Is(err, lifecycle.ErrStopped) {
+		t.Fatalf("start after a stop before start: %v", err)
+	}
+	m = newMonitor()
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(ctx); !errors.Is(err, lifecycle.ErrStarted) { // no second loop
+		t.Fatalf("second start: %v", err)
+	}
 	recvWithin(t, swept, "a background sweep")
 	// The monitor sweeps again once something is due: a job left running
 	// past its deadline. The clock is the test's, so no timer of the
@@ -406,32 +419,18 @@ func TestMonitorStartStop(t *testing.T) {
 	}
 	settleGoroutines(t, base)
 
-	// A stopped monitor starts again.
-	select {
-	case <-swept:
-	default:
+	// A stopped monitor does not start again.
+	if err := m.Start(ctx); !errors.Is(err, lifecycle.ErrStopped) {
+		t.Fatalf("start after stop: %v", err)
 	}
-	m.Start()
-	recvWithin(t, swept, "a sweep after restart")
-	if err := m.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
-	settleGoroutines(t, base)
+}
 
-	// Concurrent starts and stops neither panic nor leak.
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			m.Start()
-			_ = m.Stop(ctx)
-			m.Start()
-		})
-	}
-	wg.Wait()
-	if err := m.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
-	settleGoroutines(t, base)
+// The monitor follows the lifecycle of every long-running part.
+func TestMonitorLifecycle(t *testing.T) {
+	q, c := newQueue(t)
+	lifecycletest.Run(t, "fdbq.Monitor", func(*testing.T) lifecycletest.Part {
+		return fdbq.NewMonitor(q, fdbq.MonitorOptions{Clock: c.Now, Interval: time.Millisecond, Logger: quietLog})
+	})
 }
 
 // batchRecord is the monitor's batch size when a sweep transaction

@@ -2,17 +2,12 @@ package fdbq_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
-	"go.uber.org/fx"
-
 	"github.com/jobstage/jobstage/fdbq"
-	"github.com/jobstage/jobstage/kv"
-	"github.com/jobstage/jobstage/kv/embedded"
 )
 
 // Ids that must work: any Unicode text without control characters.
@@ -239,32 +234,17 @@ func TestNamesBadTypes(t *testing.T) {
 	}
 }
 
-// DeclareType refuses a bad name when the application is built, so a
-// misnamed type never reaches the store.
+// DeclareType refuses a bad name before it reads the store, so a
+// misnamed type never reaches it.
 func TestNamesDeclareType(t *testing.T) {
-	app := fx.New(fx.NopLogger, fdbq.DeclareType("send email", fdbq.DefaultTypeSettings()))
-	errIs(t, "declare", app.Err(), fdbq.ErrInvalidJob, `type name "send email" has ' ' at byte 4`)
-
-	var q *fdbq.Queue
-	var db *kv.DB
-	app = fx.New(fx.NopLogger,
-		fx.Supply(embedded.Config{Options: embedded.Options{InMemory: true}}),
-		embedded.Module,
-		fdbq.Module,
-		fdbq.DeclareType("send-email", fdbq.DefaultTypeSettings()),
-		fx.Populate(&q, &db),
-	)
+	q, _ := newQueue(t)
 	ctx := context.Background()
-	if err := app.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer app.Stop(ctx)
-	types, err := q.Types(ctx, db)
+	err := q.DeclareType(ctx, q.DB(), "send email", fdbq.DefaultTypeSettings())
+	errIs(t, "declare", err, fdbq.ErrInvalidJob, `type name "send email" has ' ' at byte 4`)
+	trMust(t, "declare", q.DeclareType(ctx, q.DB(), "send-email", fdbq.DefaultTypeSettings()))
+	types, err := q.Types(ctx, q.DB())
 	trMust(t, "types", err)
-	if !slices.ContainsFunc(types, func(i *fdbq.TypeInfo) bool { return i.Name == "send-email" }) {
-		t.Fatalf("declared type missing: %v", types)
-	}
-	if _, err := q.GetType(ctx, db, "send email"); !errors.Is(err, fdbq.ErrInvalidJob) {
-		t.Fatalf("get type of a bad name: %v", err)
+	if len(types) != 2 || !slices.ContainsFunc(types, func(i *fdbq.TypeInfo) bool { return i.Name == "send-email" }) {
+		t.Fatalf("types after declaring: %v", types)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -289,6 +290,32 @@ func (q *Queue) SetType(ctx context.Context, tr kv.Transactor, name string, s Ty
 		tx.Add(q.k.watch(name), 1)
 		tx.Add(q.k.registry(), 1)
 		return nil
+	})
+}
+
+// DeclareType registers a type with settings s the way a program that
+// declares its types at start wants: a type that exists keeps its pause,
+// and gets s otherwise. Pausing is an operator's act (Pause, `jobstage
+// pause`) that a restart must not undo; s.Paused true pauses the type all
+// the same. Stored settings that do not decode (ErrCorrupt) are replaced
+// by s, so that the type works again rather than keep the program from
+// starting. SetType, by contrast, writes s as it is.
+func (q *Queue) DeclareType(ctx context.Context, tr kv.Transactor, name string, s TypeSettings) error {
+	if err := checkName("type name", name); err != nil {
+		return err
+	}
+	return tr.Transact(ctx, func(tx kv.Tx) error {
+		old, err := q.settings(tx, name)
+		switch {
+		case err == nil:
+			s.Paused = s.Paused || old.Paused
+		case errors.Is(err, ErrCorrupt):
+			// Settings that do not decode are replaced by the declared
+			// ones: they are what the type runs with.
+		case !errors.Is(err, ErrUnknownType):
+			return err
+		}
+		return q.SetType(ctx, tx, name, s)
 	})
 }
 

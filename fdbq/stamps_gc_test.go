@@ -236,7 +236,7 @@ func TestStampsIdleMonitorNoSpin(t *testing.T) {
 			swept := make(chan struct{}, 1000)
 			m := fdbq.NewMonitor(e.q, fdbq.MonitorOptions{Logger: quietLog, Interval: 5 * time.Millisecond,
 				OnSweep: func(fdbq.SweepStats) { swept <- struct{}{} }})
-			m.Start()
+			trMust(t, "start", m.Start(ctx))
 			defer m.Stop(ctx)
 			// Settled: 200 ms (40 intervals) without a sweep, within 20 s.
 			settle := time.After(20 * time.Second)

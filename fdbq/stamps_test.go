@@ -260,7 +260,7 @@ func TestStampsIdleMonitorClears(t *testing.T) {
 	swept := make(chan struct{}, 100)
 	m := fdbq.NewMonitor(q, fdbq.MonitorOptions{Logger: quietLog, Interval: 10 * time.Millisecond,
 		OnSweep: func(fdbq.SweepStats) { swept <- struct{}{} }})
-	m.Start()
+	trMust(t, "start", m.Start(ctx))
 	t.Cleanup(func() { m.Stop(ctx) })
 	<-swept // the first, at start
 	for i := range 3 {

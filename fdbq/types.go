@@ -121,8 +121,8 @@ func decodeSettings(b []byte, name string) (TypeSettings, error) {
 	return s, nil
 }
 
-// TypeDef is a job type and its settings, as registered. Module registers
-// the ones provided into the fx value group "jobstage.types" (DeclareType).
+// TypeDef is a job type and its settings, as a program declares it
+// (Queue.DeclareType).
 type TypeDef struct {
 	Name     string
 	Settings TypeSettings

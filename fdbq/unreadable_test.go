@@ -9,11 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/fx"
-
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/kv"
-	"github.com/jobstage/jobstage/kv/embedded"
 	"github.com/jobstage/jobstage/kv/tuple"
 )
 
@@ -325,35 +322,16 @@ func TestUnreadableTypes(t *testing.T) {
 }
 
 // A declared type whose stored settings do not decode gets the declared
-// ones at start, rather than keeping the application from starting.
+// ones, rather than keeping the program from starting.
 func TestUnreadableDeclaredTypeRepaired(t *testing.T) {
-	var q *fdbq.Queue
-	var db *kv.DB
+	x := newTrQ(t)
+	unPlant(t, x.q.DB(), unRoot.MustPack(tuple.Tuple{8, "send-email"}), []byte("garbage"))
 	s := fdbq.DefaultTypeSettings()
 	s.Retention = time.Minute
-	app := fx.New(fx.NopLogger,
-		fx.Supply(embedded.Config{Options: embedded.Options{InMemory: true}}),
-		embedded.Module,
-		fx.Invoke(func(lc fx.Lifecycle, db *kv.DB) {
-			lc.Append(fx.StartHook(func(ctx context.Context) error {
-				return db.Transact(ctx, func(tx kv.Tx) error {
-					tx.Set(unRoot.MustPack(tuple.Tuple{8, "send-email"}), []byte("garbage"))
-					return nil
-				})
-			}))
-		}),
-		fdbq.Module,
-		fdbq.DeclareType("send-email", s),
-		fx.Populate(&q, &db),
-	)
-	ctx := context.Background()
-	if err := app.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer app.Stop(ctx)
-	info, err := q.GetType(ctx, db, "send-email")
+	trMust(t, "declare", x.q.DeclareType(x.ctx, x.q.DB(), "send-email", s))
+	info, err := x.q.GetType(x.ctx, x.q.DB(), "send-email")
 	if err != nil || info.Settings != s {
-		t.Fatalf("after start: %+v, %v; want the declared settings", info, err)
+		t.Fatalf("after declaring: %+v, %v; want the declared settings", info, err)
 	}
 }
 

@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jobstage/jobstage/consumer"
 	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/internal/lifecycletest"
 	"github.com/jobstage/jobstage/kv"
 	"github.com/jobstage/jobstage/pipeline"
 	"github.com/jobstage/jobstage/producer"
@@ -269,41 +269,24 @@ func TestWatchWakesIdlePipeline(t *testing.T) {
 	}
 }
 
-// TestPipelineLifecycle covers Start and Stop misuse.
+// TestPipelineLifecycle covers Start and Stop misuse, and the lifecycle of
+// every long-running part.
 func TestPipelineLifecycle(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	c := mustConsumer(t, func(ctx context.Context, j *consumer.Job[json.RawMessage]) (int, error) { return 0, nil }, consumer.Options{})
-	p, err := pipeline.From(e.producer(producer.Options{})).To(c).Build()
-	if err != nil {
-		t.Fatal(err)
+	build := func(*testing.T) lifecycletest.Part {
+		p, err := pipeline.From(e.producer(producer.Options{})).To(c).Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
 	}
+	p := build(t).(*pipeline.Pipeline)
 	ctx := context.Background()
 	if d := p.Demand(); d != 0 {
 		t.Fatalf("demand before start: %d", d)
 	}
-	if err := p.Stop(ctx); err != nil {
-		t.Fatalf("stop before start: %v", err)
-	}
-	if err := p.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Start(ctx); err == nil {
-		t.Fatal("second start succeeded")
-	}
-	var wg sync.WaitGroup
-	for range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := p.Stop(ctx); err != nil {
-				t.Errorf("concurrent stop: %v", err)
-			}
-		}()
-	}
-	wg.Wait()
-	if err := p.Stop(ctx); err != nil {
-		t.Fatalf("stop after stop: %v", err)
-	}
+	lifecycletest.Run(t, "pipeline.Pipeline", build)
 
 	// Unknown types and bad declarations fail early.
 	bad, err := pipeline.From(producer.New(e.q, "nope", producer.Options{})).To(c).Build()
@@ -312,6 +295,17 @@ func TestPipelineLifecycle(t *testing.T) {
 	}
 	if err := bad.Start(ctx); err == nil {
 		t.Fatal("start with an unregistered type succeeded")
+	}
+	// A failed start leaves the pipeline unstarted: once the type is
+	// registered, it starts.
+	if err := e.q.SetType(ctx, e.q.DB(), "nope", fdbq.DefaultTypeSettings()); err != nil {
+		t.Fatal(err)
+	}
+	if err := bad.Start(ctx); err != nil {
+		t.Fatalf("start after the type was registered: %v", err)
+	}
+	if err := bad.Stop(ctx); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := pipeline.From().To(c).Build(); err == nil {
 		t.Fatal("pipeline without producers built")

@@ -11,7 +11,7 @@
 //
 //	consumers ──ask(n)──▶ ledger ──reserve(k ≤ demand − in flight)──▶ producer
 //	    ▲                                                              │
-//	    └──────── dispatcher ◀── stages (Filter, Map, go-streams) ◀────┘
+//	    └──────── dispatcher ◀── stages (Filter, Map, NewStage) ◀────┘
 //	                              accept(k) in one transaction
 //
 // A producer reserves k ≤ min(available demand, its batch limit), accepts
@@ -25,6 +25,9 @@
 // Dispatchers: demand (the consumer that wants most), broadcast (every
 // consumer, at the pace of the one that wants least) and partition (a hash
 // of a key of the job; per-key order with one-at-a-time consumers).
+//
+// Package pipeline/gostreams runs go-streams flows as stages, and makes a
+// producer a go-streams Source and a consumer a Sink.
 //
 // # Jobs in flight
 //
@@ -47,5 +50,7 @@
 //     jobs of those that return go back to pending; a handler that ignores
 //     its context is left to the activity monitor.
 //
-// Stop is idempotent; the context given to it bounds it.
+// A pipeline runs once. Stop is safe before Start (which then fails),
+// twice and from several goroutines; the context given to it bounds it,
+// and a Stop whose context ends cuts the drain short (step 4 at once).
 package pipeline

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobstage/jobstage/consumer"
+	"github.com/jobstage/jobstage/internal/lifecycle"
 	"github.com/jobstage/jobstage/producer"
 )
 
@@ -137,21 +138,19 @@ func (b *Builder) Build() (*Pipeline, error) {
 			pb.producers[i] = producer.New(pr.Queue(), pr.Type(), po)
 		}
 	}
-	return &Pipeline{b: pb, opts: o, inflight: make(map[*consumer.Envelope]struct{})}, nil
+	return &Pipeline{b: pb, opts: o, life: lifecycle.Lifecycle{Name: "pipeline.Pipeline"}, inflight: make(map[*consumer.Envelope]struct{})}, nil
 }
 
 // Pipeline runs producers, stages and consumers. Start it, and Stop it to
 // drain: producers stop accepting, jobs accepted but not started go back
 // to pending at once, and running handlers get DrainTimeout to finish.
+// A pipeline runs once.
 type Pipeline struct {
 	b    Builder
 	opts Options
+	life lifecycle.Lifecycle
 
 	mu        sync.Mutex
-	started   bool
-	stopped   bool
-	stopErr   error
-	stopDone  chan struct{}
 	inflight  map[*consumer.Envelope]struct{}
 	prodStop  context.CancelFunc
 	jobCancel context.CancelCauseFunc
@@ -168,13 +167,15 @@ type Pipeline struct {
 
 // Start starts the pipeline. It looks up the producers' job types (the
 // heartbeat interval comes from their activity timeouts) and fails if one
-// is not registered.
+// is not registered; the pipeline may then be started again. Start fails
+// if the pipeline was started or stopped before.
 func (p *Pipeline) Start(ctx context.Context) error {
+	return p.life.Start(ctx, p.start)
+}
+
+func (p *Pipeline) start(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.started {
-		return errors.New("pipeline: already started")
-	}
 	heartbeats := map[string]time.Duration{}
 	for _, pr := range p.b.producers {
 		info, err := pr.Queue().GetType(ctx, pr.Queue().DB(), pr.Type())
@@ -187,15 +188,21 @@ func (p *Pipeline) Start(ctx context.Context) error {
 		}
 		heartbeats[pr.Type()] = hb
 	}
-	p.started = true
 	p.heartbeaters = map[string]*consumer.Heartbeater{}
 	for typ, every := range heartbeats {
-		p.heartbeaters[typ] = consumer.NewHeartbeater(every)
+		h := consumer.NewHeartbeater(every)
+		if err := h.Start(ctx); err != nil {
+			return err // not reached: a new heartbeater starts
+		}
+		p.heartbeaters[typ] = h
 	}
 
 	q := p.b.producers[0].Queue()
 	if p.opts.BatchFinish {
 		p.finisher = consumer.NewBatchFinisher(q, 0)
+		if err := p.finisher.Start(ctx); err != nil {
+			return err // not reached: a new finisher starts
+		}
 	}
 	broadcast := p.b.dispatcher.kind == broadcastDispatch
 	p.ledger = newLedger(len(p.b.consumers), broadcast)
@@ -352,39 +359,23 @@ func (p *Pipeline) dispatch(in <-chan *consumer.Envelope, outs []chan *consumer.
 // Stop drains the pipeline: producers stop accepting; jobs accepted but
 // not started are handed back to pending at once; running handlers get
 // DrainTimeout (or until ctx ends, if sooner) to finish, then their
-// contexts are cancelled and their jobs handed back. Stop is idempotent and
-// returns when everything stopped or ctx ended.
+// contexts are cancelled and their jobs handed back. Stop returns when
+// everything stopped or ctx ended. It is safe before Start (which then
+// fails), twice, and from several goroutines.
 func (p *Pipeline) Stop(ctx context.Context) error {
-	p.mu.Lock()
-	if !p.started {
-		p.mu.Unlock()
-		return nil
-	}
-	if p.stopped {
-		done := p.stopDone
-		p.mu.Unlock()
-		select {
-		case <-done:
-			return p.stopErr
-		case <-ctx.Done():
-			return ctx.Err()
+	return p.life.Stop(ctx, func(hurry context.Context, started bool) error {
+		if !started {
+			return nil
 		}
-	}
-	p.stopped = true
-	p.stopDone = make(chan struct{})
-	p.mu.Unlock()
-	go p.drain()
-	select {
-	case <-p.stopDone:
-		return p.stopErr
-	case <-ctx.Done():
-		p.jobCancel(consumer.ErrStopping)
-		return ctx.Err()
-	}
+		return p.drain(hurry)
+	})
 }
 
-func (p *Pipeline) drain() {
-	defer close(p.stopDone)
+// drain stops what start started. hurry ends when a Stop gives up
+// waiting: the handlers are cancelled then, without their drain timeout.
+func (p *Pipeline) drain(hurry context.Context) error {
+	stopHurry := context.AfterFunc(hurry, func() { p.jobCancel(consumer.ErrStopping) })
+	defer stopHurry()
 	var errs []error
 	p.prodStop()
 	p.prodWG.Wait()
@@ -425,13 +416,16 @@ func (p *Pipeline) drain() {
 			errs = append(errs, errors.New("pipeline: handlers still running after their contexts were cancelled; the activity monitor will retry their jobs"))
 		}
 	}
+	// The finisher's and the heartbeaters' Stop wait only for the commit
+	// or heartbeat in progress (and the finisher's for the outcomes the
+	// handlers gave it, all of them by now).
 	if p.finisher != nil {
-		p.finisher.Close()
+		errs = append(errs, p.finisher.Stop(context.Background()))
 	}
 	for _, h := range p.heartbeaters {
-		h.Close()
+		errs = append(errs, h.Stop(context.Background()))
 	}
-	p.stopErr = errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // Run starts the pipeline, waits for ctx to end, and stops it.

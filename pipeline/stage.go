@@ -15,6 +15,20 @@ type Stage struct {
 	run func(in <-chan *consumer.Envelope, out chan<- *consumer.Envelope, drop func())
 }
 
+// NewStage returns a stage that runs run in a goroutine of its own, from
+// the stage before it (in) to the one after (out), for stages that Filter
+// and Map do not express. run receives every job until in is closed, and
+// returns then; out is closed after it returns. Each job it receives it
+// either sends on out (a send never blocks: every channel holds all the
+// demand there is) or handles itself: it acknowledges the job for every
+// consumer that would have (Envelope.PendingAcks times Start then Ack) and
+// calls drop once, which gives the job's demand back. A job that is
+// neither sent on nor acknowledged stays accepted until the pipeline
+// stops.
+func NewStage(run func(in <-chan *consumer.Envelope, out chan<- *consumer.Envelope, drop func())) Stage {
+	return Stage{run: run}
+}
+
 // Filter keeps the jobs for which keep returns true. A job it drops is
 // finished at once (outcome succeeded, result {"filtered":true}): it was
 // handled, by deciding it needs no work.

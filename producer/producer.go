@@ -48,7 +48,10 @@ type Options struct {
 	OnError func(error)
 }
 
-// Producer accepts jobs of one type.
+// Producer accepts jobs of one type. It runs nothing of its own: it
+// accepts when Pull is called, under the caller's context. So it has no
+// Start or Stop; the pipeline (or go-streams Source) that pulls from it is
+// the long-running part, and stopping that ends its Pulls.
 type Producer struct {
 	q    *fdbq.Queue
 	typ  string

@@ -2,8 +2,13 @@
 // the jobs layer with the configured types, the activity monitor, one
 // pipeline per configured pipeline with its handler (built-in, or a Go
 // handler the embedding application registered), the HTTP API and the
-// metrics — as fx modules, the same ones an application that embeds
-// jobstage composes. `jobstage serve` is this package run from a file.
+// metrics — as fx modules, those of package fxjobstage that an
+// application that embeds jobstage composes. `jobstage serve` is this
+// package run from a file.
+//
+// A Server starts and stops like every long-running part of jobstage: it
+// runs once, Stop is safe before Start (and keeps it from starting),
+// twice and from several goroutines, and a second Start fails.
 package server
 
 import (
@@ -30,8 +35,10 @@ import (
 	"github.com/jobstage/jobstage/config"
 	"github.com/jobstage/jobstage/consumer"
 	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/fxjobstage"
 	"github.com/jobstage/jobstage/handlers"
 	"github.com/jobstage/jobstage/httpapi"
+	"github.com/jobstage/jobstage/internal/lifecycle"
 	"github.com/jobstage/jobstage/kv"
 	"github.com/jobstage/jobstage/metrics"
 	"github.com/jobstage/jobstage/pipeline"
@@ -41,10 +48,17 @@ import (
 // Server is a configured jobstage server.
 type Server struct {
 	app   *fx.App
+	life  lifecycle.Lifecycle
 	addr  atomic.Value // string: the HTTP listener's address once started
 	ready atomic.Bool
 	q     *fdbq.Queue
+	db    *kv.DB
 	log   *slog.Logger
+	// pipelines are the configured pipelines, as fx built them in New.
+	pipelines []*pipeline.Pipeline
+	// startFailed: a Start failed, and fx undid what it had started,
+	// closing the store; the server cannot start again.
+	startFailed bool
 }
 
 // Options configure a Server beyond its config.
@@ -76,29 +90,36 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 			return nil, fmt.Errorf("pipeline %s: no Go handler registered as %q (server.Options.Handlers)", name, g)
 		}
 	}
-	s := &Server{log: log}
+	s := &Server{log: log, life: lifecycle.Lifecycle{Name: "server.Server"}}
 	s.addr.Store("")
 	opts := []fx.Option{
 		fx.WithLogger(func() fxevent.Logger { return &fxLogger{log: log} }),
 		fx.Supply(cfg, log),
 		storeModule(cfg.Store),
 		fx.Supply(fdbq.Options{Prefix: cfg.Store.KeyPrefix()}),
-		fdbq.Module,
+		fxjobstage.QueueModule,
 		fx.Provide(newMetrics),
 		fx.Provide(func(m *metrics.Metrics) fdbq.MonitorOptions {
 			return fdbq.MonitorOptions{Logger: log, OnSweep: m.OnSweep}
 		}),
-		fdbq.MonitorModule,
-		pipeline.Module,
+		fxjobstage.MonitorModule,
+		fxjobstage.PipelinesModule,
 		fx.Invoke(warnBadTypeNames),
 		fx.Invoke(s.serveHTTP),
-		fx.Populate(&s.q),
+		fx.Populate(&s.q, &s.db),
 	}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Types)) {
-		opts = append(opts, fdbq.DeclareType(name, cfg.Types[name].Settings()))
+		opts = append(opts, fxjobstage.DeclareType(name, cfg.Types[name].Settings()))
 	}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Pipelines)) {
-		opts = append(opts, pipeline.Provide(pipelineConstructor(name, cfg.Pipelines[name], cfg.Shutdown.DrainTimeout, secretEnv(cfg), o.Handlers, log)))
+		build := pipelineConstructor(name, cfg.Pipelines[name], cfg.Shutdown.DrainTimeout, secretEnv(cfg), o.Handlers, log)
+		opts = append(opts, fxjobstage.ProvidePipeline(func(q *fdbq.Queue, m *metrics.Metrics) (*pipeline.Pipeline, error) {
+			p, err := build(q, m)
+			if err == nil {
+				s.pipelines = append(s.pipelines, p)
+			}
+			return p, err
+		}))
 	}
 	s.app = fx.New(opts...)
 	if err := s.app.Err(); err != nil {
@@ -126,22 +147,54 @@ func NewLogger(lc config.Logging, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, o))
 }
 
-// Start opens the store, registers the types, starts the monitor and the
-// pipelines, and then the HTTP listener.
+// Start registers the types, starts the monitor and the pipelines, and
+// then the HTTP listener (New opened the store). A server runs once:
+// Start fails if it was started or stopped before, or if a Start failed
+// (which undid what it had started).
 func (s *Server) Start(ctx context.Context) error {
-	if err := s.app.Start(ctx); err != nil {
-		return rootCause(err)
-	}
-	s.ready.Store(true)
-	return nil
+	return s.life.Start(ctx, func(ctx context.Context) error {
+		if s.startFailed {
+			return errors.New("server.Server: a failed start is final; make a new server")
+		}
+		if err := s.app.Start(ctx); err != nil {
+			s.startFailed = true
+			return rootCause(err)
+		}
+		s.ready.Store(true)
+		return nil
+	})
 }
 
 // Stop stops the HTTP listener, drains the pipelines (jobs accepted but
 // not started go back to pending at once; running handlers get their
-// drain timeout), stops the monitor and closes the store.
+// drain timeout), stops the monitor and closes the store. It returns when
+// all that is done or when ctx ends; the pipelines' drain is then cut
+// short. It is safe before Start (it closes the store New opened, and
+// Start then fails), twice, and from several goroutines.
 func (s *Server) Stop(ctx context.Context) error {
-	s.ready.Store(false)
-	return s.app.Stop(ctx)
+	return s.life.Stop(ctx, func(hurry context.Context, started bool) error {
+		if !started {
+			return s.db.Close()
+		}
+		s.ready.Store(false)
+		// fx skips the stop hooks left once its ctx ends, which would
+		// leave the store open: it gets a ctx that does not end, and a
+		// Stop that gives up hurries the pipelines' drain itself.
+		stopHurry := context.AfterFunc(hurry, s.hurryPipelines)
+		defer stopHurry()
+		return s.app.Stop(context.WithoutCancel(hurry))
+	})
+}
+
+// hurryPipelines cuts the pipelines' drain short: their handlers'
+// contexts are cancelled, and their jobs go back to pending as they
+// return.
+func (s *Server) hurryPipelines() {
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, p := range s.pipelines {
+		_ = p.Stop(ended) // ctx's error: the drain goes on, hurried
+	}
 }
 
 // Addr is the HTTP listener's address once started.

@@ -6,14 +6,14 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/jobstage/jobstage/config"
-	"github.com/jobstage/jobstage/kv/embedded"
+	"github.com/jobstage/jobstage/fxjobstage"
 )
 
 // storeModule provides the *kv.DB of the configured backend.
 func storeModule(sc config.Store) fx.Option {
 	switch sc.Backend {
 	case "", "embedded":
-		return fx.Options(fx.Supply(embedded.Config{Dir: sc.Path}), embedded.Module)
+		return fx.Options(fx.Supply(fxjobstage.EmbeddedConfig{Dir: sc.Path}), fxjobstage.EmbeddedStoreModule)
 	case "fdb":
 		return fdbModule(sc)
 	}

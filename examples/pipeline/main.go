@@ -119,7 +119,9 @@ func run(ctx context.Context, dir string, n int) error {
 		return err
 	}
 	monitor := fdbq.NewMonitor(q, fdbq.MonitorOptions{Logger: logger})
-	monitor.Start()
+	if err := monitor.Start(ctx); err != nil {
+		return err
+	}
 	if err := p.Start(ctx); err != nil {
 		return err
 	}

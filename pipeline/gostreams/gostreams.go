@@ -1,4 +1,18 @@
-package pipeline
+// Package gostreams adapts jobstage to github.com/reugn/go-streams: a
+// producer as a go-streams Source, a consumer as a Sink, and a go-streams
+// Flow as a pipeline stage. It is a package of its own so that a program
+// that does not use go-streams does not link it.
+//
+// go-streams moves `any` over channels and has no demand, context or
+// errors; jobstage's envelopes carry those across: each element is a
+// *consumer.Envelope (the job, its context, its acknowledgement), and
+// demand is the capacity of the bounded channels.
+//
+// A go-streams flow used here must emit every envelope it receives — as
+// the element itself or inside a []any (flow.Batch) — because jobstage
+// cannot see a job a flow drops: it would stay accepted until the pipeline
+// stops and releases it. To drop jobs, use pipeline.Filter.
+package gostreams
 
 import (
 	"context"
@@ -11,25 +25,16 @@ import (
 	"github.com/reugn/go-streams"
 
 	"github.com/jobstage/jobstage/consumer"
+	"github.com/jobstage/jobstage/pipeline"
 	"github.com/jobstage/jobstage/producer"
 )
-
-// go-streams interop. go-streams moves `any` over channels and has no
-// demand, context or errors; jobstage's envelopes carry those across: each
-// element is a *consumer.Envelope (the job, its context, its
-// acknowledgement), and demand is the capacity of the bounded channels.
-//
-// A go-streams flow used here must emit every envelope it receives — as
-// the element itself or inside a []any (flow.Batch) — because jobstage
-// cannot see a job a flow drops: it would stay accepted until the pipeline
-// stops and releases it. To drop jobs, use pipeline.Filter.
 
 // ViaFlow runs a go-streams Flow (flow.Map, flow.Throttle, flow.Batch, …)
 // as a pipeline stage. Elements that come out as []any are flattened, so a
 // flow.Batch paces jobs in groups. An element that is not an envelope is a
 // programming error: it is logged and dropped.
-func ViaFlow(f streams.Flow) Stage {
-	return Stage{run: func(in <-chan *consumer.Envelope, out chan<- *consumer.Envelope, drop func()) {
+func ViaFlow(f streams.Flow) pipeline.Stage {
+	return pipeline.NewStage(func(in <-chan *consumer.Envelope, out chan<- *consumer.Envelope, drop func()) {
 		go func() {
 			defer close(f.In())
 			for e := range in {
@@ -39,7 +44,7 @@ func ViaFlow(f streams.Flow) Stage {
 		for v := range f.Out() {
 			forwardAny(v, out)
 		}
-	}}
+	})
 }
 
 func forwardAny(v any, out chan<- *consumer.Envelope) {
@@ -51,7 +56,7 @@ func forwardAny(v any, out chan<- *consumer.Envelope) {
 			forwardAny(y, out)
 		}
 	default:
-		slog.Error("pipeline: a go-streams flow emitted a value that is not a *consumer.Envelope; dropped", "type", fmt.Sprintf("%T", v))
+		slog.Error("gostreams: a go-streams flow emitted a value that is not a *consumer.Envelope; dropped", "type", fmt.Sprintf("%T", v))
 	}
 }
 
@@ -75,7 +80,7 @@ var _ streams.Source = (*Source)(nil)
 // stops it and releases the jobs it accepted that nobody started.
 func NewSource(ctx context.Context, p *producer.Producer, demand int) (*Source, error) {
 	if demand <= 0 {
-		return nil, errors.New("pipeline: source demand must be positive")
+		return nil, errors.New("gostreams: source demand must be positive")
 	}
 	info, err := p.Queue().GetType(ctx, p.Queue().DB(), p.Type())
 	if err != nil {

@@ -1,0 +1,70 @@
+package fxjobstage
+
+import (
+	"context"
+	"fmt"
+
+	"go.uber.org/fx"
+
+	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/kv"
+)
+
+// typesGroup is the fx value group of the declared types.
+const typesGroup = `group:"jobstage.types"`
+
+// DeclareType is an fx option that declares a job type with settings s
+// when the application starts, before the monitor and the pipelines
+// start: fdbq.Queue.DeclareType, so a type that exists keeps an
+// operator's pause, and stored settings that do not decode are replaced
+// by s. A name fdbq.ValidateTypeName refuses fails the application when it
+// is built, before anything starts.
+func DeclareType(name string, s fdbq.TypeSettings) fx.Option {
+	if err := fdbq.ValidateTypeName(name); err != nil {
+		return fx.Error(fmt.Errorf("fxjobstage.DeclareType: %w", err))
+	}
+	return fx.Supply(fx.Annotate(fdbq.TypeDef{Name: name, Settings: s}, fx.ResultTags(typesGroup)))
+}
+
+type queueParams struct {
+	fx.In
+	DB      *kv.DB
+	Options fdbq.Options   `optional:"true"`
+	Types   []fdbq.TypeDef `group:"jobstage.types"`
+}
+
+// QueueModule provides the *fdbq.Queue over the application's *kv.DB
+// (optionally configured by a supplied fdbq.Options) and declares the
+// types given with DeclareType when the application starts.
+var QueueModule = fx.Module("jobstage.fdbq",
+	fx.Provide(provideQueue),
+)
+
+func provideQueue(lc fx.Lifecycle, p queueParams) *fdbq.Queue {
+	q := fdbq.New(p.DB, p.Options)
+	lc.Append(fx.StartHook(func(ctx context.Context) error {
+		for _, t := range p.Types {
+			if err := q.DeclareType(ctx, p.DB, t.Name, t.Settings); err != nil {
+				return fmt.Errorf("declaring type %s: %w", t.Name, err)
+			}
+		}
+		return nil
+	}))
+	return q
+}
+
+type monitorParams struct {
+	fx.In
+	Queue   *fdbq.Queue
+	Options fdbq.MonitorOptions `optional:"true"`
+}
+
+// MonitorModule provides the activity monitor (*fdbq.Monitor, optionally
+// configured by a supplied fdbq.MonitorOptions) and runs it with the
+// application: started with it, stopped with it.
+var MonitorModule = fx.Module("jobstage.monitor",
+	fx.Provide(func(p monitorParams) *fdbq.Monitor { return fdbq.NewMonitor(p.Queue, p.Options) }),
+	fx.Invoke(func(lc fx.Lifecycle, m *fdbq.Monitor) {
+		lc.Append(fx.Hook{OnStart: m.Start, OnStop: m.Stop})
+	}),
+)
