@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jobstage/jobstage/consumer"
+	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/internal/lifecycletest"
 )
 
@@ -27,7 +28,7 @@ func TestBatchFinisherLifecycle(t *testing.T) {
 }
 
 // A finisher stopped before it started takes no outcome: Finish fails
-// with ErrFinisherClosed rather than wait for a start that cannot come.
+// (End) with ErrFinisherClosed rather than wait for a start that cannot come.
 func TestBatchFinisherStoppedBeforeStart(t *testing.T) {
 	q := newQueue(t, nil)
 	ls := leases(t, q, 1)
@@ -36,7 +37,7 @@ func TestBatchFinisherStoppedBeforeStart(t *testing.T) {
 	if err := b.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Finish(ctx, ls[0], json.RawMessage(`1`)); !errors.Is(err, consumer.ErrFinisherClosed) {
+	if _, err := b.End(ctx, ls[0], fdbq.Ending{Result: json.RawMessage(`1`)}); !errors.Is(err, consumer.ErrFinisherClosed) {
 		t.Fatalf("finish on a finisher stopped before start: %v", err)
 	}
 }
@@ -48,7 +49,10 @@ func TestBatchFinisherSubmitBeforeStart(t *testing.T) {
 	b := consumer.NewBatchFinisher(q, 0)
 	ctx := context.Background()
 	done := make(chan error, 1)
-	go func() { done <- b.Finish(ctx, ls[0], json.RawMessage(`1`)) }()
+	go func() {
+		_, err := b.End(ctx, ls[0], fdbq.Ending{Result: json.RawMessage(`1`)})
+		done <- err
+	}()
 	if err := b.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
