@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/internal/jobtest"
 	"github.com/jobstage/jobstage/kv"
@@ -35,7 +37,7 @@ func TestMain(m *testing.M) {
 		crashChildAccept(os.Getenv(crashDirEnv))
 		return
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 const (

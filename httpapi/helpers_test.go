@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/jobstage/jobstage/fdbq"
@@ -28,14 +29,15 @@ import (
 var observed sync.Map // "METHOD path status" → struct{}
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if missing := undocumentedStatuses(); len(missing) > 0 {
-			fmt.Fprintf(os.Stderr, "FAIL: statuses answered but not documented in openapi.yaml:\n  %s\n", strings.Join(missing, "\n  "))
-			code = 1
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		if code == 0 {
+			if missing := undocumentedStatuses(); len(missing) > 0 {
+				fmt.Fprintf(os.Stderr, "FAIL: statuses answered but not documented in openapi.yaml:\n  %s\n", strings.Join(missing, "\n  "))
+				code = 1
+			}
 		}
-	}
-	os.Exit(code)
+		os.Exit(code)
+	}))
 }
 
 // undocumentedStatuses returns the observed route statuses missing from

@@ -145,6 +145,10 @@ func (db *DB) CreateTransaction(ctx context.Context) (Transaction, error) {
 // (the call gave up before it could learn the outcome of such a commit).
 // tx.Versionstamp inside fn belongs to the call: it is the versionstamp of
 // the attempt that committed.
+//
+// If fn panics, Transact cancels the attempt's transaction (it commits
+// nothing and pins nothing; a versionstamp taken from tx fails with
+// transaction_cancelled) and the panic goes on with its own value.
 func (db *DB) Transact(ctx context.Context, fn func(Tx) error) error {
 	var (
 		w       onceTx
@@ -157,7 +161,15 @@ func (db *DB) Transact(ctx context.Context, fn func(Tx) error) error {
 		// and an unknown outcome of it cannot be resolved.
 		lean, bare bool
 	)
-	defer func() { w.done = true }()
+	defer func() {
+		w.done = true
+		// fn panicked: run cancelled the attempt, and the call's
+		// versionstamp fails as a cancelled transaction's does. After a
+		// return it is resolved already and this does nothing.
+		if w.stamp != nil {
+			w.stamp.Resolve(Versionstamp{}, ErrTransactionCancelled.WithDetail("transaction function panicked"))
+		}
+	}()
 	err := db.run(ctx, func(tx Transaction) error {
 		if check != nil {
 			v, err := tx.Get(check)
@@ -265,7 +277,8 @@ func (db *DB) Transact(ctx context.Context, fn func(Tx) error) error {
 var errRunAgain = &Error{Code: CodeNotCommitted, Detail: "attempt ended by the commit-once protocol"}
 
 // ReadTransact runs fn in a new transaction that is never committed,
-// retrying retryable read errors as Transact does.
+// retrying retryable read errors as Transact does. The transaction is
+// cancelled when fn returns or panics.
 func (db *DB) ReadTransact(ctx context.Context, fn func(ReadTx) error) error {
 	return db.run(ctx, func(tx Transaction) error {
 		defer tx.Cancel()
@@ -281,7 +294,7 @@ func (db *DB) run(ctx context.Context, attempt func(Transaction) error) error {
 		}
 		tx, err := db.CreateTransaction(ctx)
 		if err == nil {
-			err = attempt(tx)
+			err = runAttempt(tx, attempt)
 		}
 		if err == nil {
 			return nil
@@ -313,4 +326,22 @@ func (db *DB) run(ctx context.Context, attempt func(Transaction) error) error {
 		case <-t.C:
 		}
 	}
+}
+
+// runAttempt runs attempt on tx, which commits or cancels tx when it
+// returns. When it does not return — the transactional function panicked,
+// or called runtime.Goexit (t.FailNow in a test) — runAttempt cancels tx
+// on the way out, so that it pins no snapshot and its watches fail, and
+// the panic goes on unchanged: nothing recovers it, so its value and stack
+// are the function's own.
+func runAttempt(tx Transaction, attempt func(Transaction) error) error {
+	returned := false
+	defer func() {
+		if !returned {
+			tx.Cancel()
+		}
+	}()
+	err := attempt(tx)
+	returned = true
+	return err
 }

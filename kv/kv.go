@@ -146,7 +146,9 @@ type Backend interface {
 // (DB: a new transaction, committed, retried) or inside a caller's
 // transaction (Tx: no commit, the caller's retry loop governs). Such a
 // function may run many times and must have no side effects outside the
-// transaction.
+// transaction. A panic in fn goes on to the caller unchanged; a DB cancels
+// the transaction it began on the way, a Tx leaves its transaction to its
+// owner (DB.Transact, or whoever called CreateTransaction).
 type Transactor interface {
 	Transact(ctx context.Context, fn func(Tx) error) error
 	ReadTransact(ctx context.Context, fn func(ReadTx) error) error

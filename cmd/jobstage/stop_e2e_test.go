@@ -62,6 +62,9 @@ func TestServeStopsDespiteStalledClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := startServer(t, cfg, "OPS_TOKEN=ops-secret")
+	// The listener answers before Start has returned; a SIGTERM in
+	// between ends the start, not a running server, and serve exits 1.
+	s.waitLogged("started")
 	addr := strings.TrimPrefix(s.url, "http://")
 	for _, partial := range []string{
 		"POST /v1/types/echo/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n",

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/jobstage/jobstage/internal/jobtest"
 	"github.com/jobstage/jobstage/kv"
 	"github.com/jobstage/jobstage/kv/embedded"
@@ -43,7 +45,7 @@ func TestMain(m *testing.M) {
 		crashChildNoSync(os.Getenv("JOBSTAGE_EMBEDDED_DIR"), first)
 		return
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 func crashKeyA(n int) []byte { return fmt.Appendf(nil, "a/%09d", n) }

@@ -192,6 +192,12 @@ func Open(dir string, opts Options) (*Store, error) {
 			return nil, err
 		}
 		s.lock = lock
+		// Left unset, FS would be Pebble's default: vfs.Default wrapped in
+		// a disk-health checker, whose ticker goroutine only a successful
+		// Open's DB.Close stops, so every failed Open (a corrupt or foreign
+		// directory) would leave one running. The checker's only output is
+		// EventListener.DiskSlow, which the store does not set.
+		popts.FS = vfs.Default
 	}
 	db, err := pebble.Open(dir, popts)
 	if err != nil {

@@ -712,32 +712,33 @@ func (it *rangeIter) Err() error            { return it.err }
 
 // --- writes ---
 
-// writable reports whether writes may be buffered; a write to a transaction
-// that is no longer active is recorded so that its loss is never silent.
-//
-// REQUIRES: t.mu is held.
-func (t *txn) writable() bool {
+// write is the frame of every write method, explicit conflict ranges
+// included: under t.mu it runs apply, unless the transaction takes no
+// more writes or bad (the error of the write's arguments, which need no
+// lock to check) is set. Then it records that error as the transaction's,
+// so that a lost write is never silent: later reads and the commit fail
+// with it. The transaction's own error comes before bad.
+func (t *txn) write(bad error, apply func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if err := t.usableToWrite(); err != nil {
 		t.fail(err)
-		return false
+		return
 	}
-	return true
+	if bad != nil {
+		t.fail(bad)
+		return
+	}
+	apply()
 }
 
 func (t *txn) Set(key, value []byte) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !t.writable() {
-		return
-	}
-	if err := firstErr(key, value); err != nil {
-		t.fail(err)
-		return
-	}
-	t.buf.put(&bufEntry{key: string(key), kind: opSet, value: bytes.Clone(value)})
-	t.size += len(key) + len(value)
-	t.triggerLocked(func(e *watchEntry) bool {
-		return e.key == string(key) && (e.pending || changed(e.seen, e.exists, value, true))
+	t.write(firstErr(key, value), func() {
+		t.buf.put(&bufEntry{key: string(key), kind: opSet, value: bytes.Clone(value)})
+		t.size += len(key) + len(value)
+		t.triggerLocked(func(e *watchEntry) bool {
+			return e.key == string(key) && (e.pending || changed(e.seen, e.exists, value, true))
+		})
 	})
 }
 
@@ -761,40 +762,26 @@ func firstErr(key, value []byte) error {
 }
 
 func (t *txn) Clear(key []byte) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !t.writable() {
-		return
-	}
-	if err := checkSystemKey(key); err != nil {
-		t.fail(err)
-		return
-	}
-	if len(key) > kv.MaxKeySize {
-		return // no such key exists; FoundationDB ignores the clear too
-	}
-	t.buf.put(&bufEntry{key: string(key), kind: opClear})
-	t.size += len(key)
-	t.triggerLocked(func(e *watchEntry) bool { return e.key == string(key) && (e.pending || e.exists) })
+	t.write(checkSystemKey(key), func() {
+		if len(key) > kv.MaxKeySize {
+			return // no such key exists; FoundationDB ignores the clear too
+		}
+		t.buf.put(&bufEntry{key: string(key), kind: opClear})
+		t.size += len(key)
+		t.triggerLocked(func(e *watchEntry) bool { return e.key == string(key) && (e.pending || e.exists) })
+	})
 }
 
 func (t *txn) ClearRange(r kv.Range) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !t.writable() {
-		return
-	}
-	if err := checkRange(r); err != nil {
-		t.fail(err)
-		return
-	}
-	r = clampRange(r)
-	if r.Empty() {
-		return
-	}
-	t.buf.clearRange(kv.Range{Begin: bytes.Clone(r.Begin), End: bytes.Clone(r.End)})
-	t.size += len(r.Begin) + len(r.End)
-	t.triggerLocked(func(e *watchEntry) bool { return r.Contains([]byte(e.key)) && (e.pending || e.exists) })
+	t.write(checkRange(r), func() {
+		r := clampRange(r)
+		if r.Empty() {
+			return
+		}
+		t.buf.clearRange(kv.Range{Begin: bytes.Clone(r.Begin), End: bytes.Clone(r.End)})
+		t.size += len(r.Begin) + len(r.End)
+		t.triggerLocked(func(e *watchEntry) bool { return r.Contains([]byte(e.key)) && (e.pending || e.exists) })
+	})
 }
 
 func (t *txn) Add(key []byte, delta int64) {
@@ -804,19 +791,19 @@ func (t *txn) Add(key []byte, delta int64) {
 }
 
 func (t *txn) Atomic(op kv.MutationType, key, param []byte) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !t.writable() {
-		return
-	}
+	bad := firstErr(key, param)
 	if !op.Valid() {
-		t.fail(kv.ErrInvalidMutationType.WithDetail("%v", op))
-		return
+		bad = kv.ErrInvalidMutationType.WithDetail("%v", op)
 	}
-	if err := firstErr(key, param); err != nil {
-		t.fail(err)
-		return
-	}
+	t.write(bad, func() { t.atomicLocked(op, key, param) })
+}
+
+// atomicLocked buffers an atomic operation whose arguments are valid:
+// folded into the key's known value when the transaction set or cleared
+// it, else chained for the commit to apply.
+//
+// REQUIRES: t.mu is held.
+func (t *txn) atomicLocked(op kv.MutationType, key, param []byte) {
 	t.size += len(key) + len(param)
 	// An atomic operation fires the transaction's watches on the key,
 	// whatever the result (FoundationDB's RYW does the same).
@@ -867,48 +854,34 @@ func placeholderOffset(b []byte, what string) (int, error) {
 }
 
 func (t *txn) SetVersionstampedKey(key, value []byte) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !t.writable() {
-		return
-	}
-	off, err := placeholderOffset(key, "key")
-	if err == nil {
-		err = firstErr(key[:len(key)-4], value)
-		if off == 0 && err != nil && errors.Is(err, kv.ErrKeyOutsideLegalRange) {
-			err = nil // the first byte will be the stamp's
+	off, bad := placeholderOffset(key, "key")
+	if bad == nil {
+		bad = firstErr(key[:len(key)-4], value)
+		if off == 0 && bad != nil && errors.Is(bad, kv.ErrKeyOutsideLegalRange) {
+			bad = nil // the first byte will be the stamp's
 		}
 	}
-	if err != nil {
-		t.fail(err)
-		return
-	}
-	t.buf.vsKeys = append(t.buf.vsKeys, kv.KeyValue{Key: bytes.Clone(key), Value: bytes.Clone(value)})
-	t.size += len(key) + len(value)
-	// Any key the versionstamp can make.
-	before, after := key[:off], key[off+10:len(key)-4]
-	t.triggerLocked(func(e *watchEntry) bool {
-		return len(e.key) == len(key)-4 && strings.HasPrefix(e.key, string(before)) && strings.HasSuffix(e.key, string(after))
+	t.write(bad, func() {
+		t.buf.vsKeys = append(t.buf.vsKeys, kv.KeyValue{Key: bytes.Clone(key), Value: bytes.Clone(value)})
+		t.size += len(key) + len(value)
+		// Any key the versionstamp can make.
+		before, after := key[:off], key[off+10:len(key)-4]
+		t.triggerLocked(func(e *watchEntry) bool {
+			return len(e.key) == len(key)-4 && strings.HasPrefix(e.key, string(before)) && strings.HasSuffix(e.key, string(after))
+		})
 	})
 }
 
 func (t *txn) SetVersionstampedValue(key, value []byte) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !t.writable() {
-		return
+	_, bad := placeholderOffset(value, "value")
+	if bad == nil {
+		bad = firstErr(key, value[:len(value)-4])
 	}
-	_, err := placeholderOffset(value, "value")
-	if err == nil {
-		err = firstErr(key, value[:len(value)-4])
-	}
-	if err != nil {
-		t.fail(err)
-		return
-	}
-	t.buf.put(&bufEntry{key: string(key), kind: opVSValue, value: bytes.Clone(value)})
-	t.size += len(key) + len(value)
-	t.triggerLocked(func(e *watchEntry) bool { return e.key == string(key) })
+	t.write(bad, func() {
+		t.buf.put(&bufEntry{key: string(key), kind: opVSValue, value: bytes.Clone(value)})
+		t.size += len(key) + len(value)
+		t.triggerLocked(func(e *watchEntry) bool { return e.key == string(key) })
+	})
 }
 
 // triggerLocked fires, at once, the transaction's pending watches that a
@@ -948,19 +921,12 @@ func stampInto(b []byte, stamp kv.Versionstamp) []byte {
 // --- conflict ranges ---
 
 func (t *txn) AddReadConflictKey(key []byte) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !t.writable() {
-		return
-	}
-	if err := checkSystemKey(key); err != nil {
-		t.fail(err)
-		return
-	}
-	if len(key) > kv.MaxKeySize {
-		return // the key's range, cut as clampRange cuts, is empty
-	}
-	t.addReadKey(key)
+	t.write(checkSystemKey(key), func() {
+		if len(key) > kv.MaxKeySize {
+			return // the key's range, cut as clampRange cuts, is empty
+		}
+		t.addReadKey(key)
+	})
 }
 
 // addReadKey adds a point read conflict.
@@ -972,57 +938,34 @@ func (t *txn) addReadKey(key []byte) {
 }
 
 func (t *txn) AddReadConflictRange(r kv.Range) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !t.writable() {
-		return
-	}
-	if err := checkRange(r); err != nil {
-		t.fail(err)
-		return
-	}
-	r = clampRange(r)
-	if !r.Empty() {
-		t.readRanges = append(t.readRanges, kv.Range{Begin: bytes.Clone(r.Begin), End: bytes.Clone(r.End)})
-		t.size += len(r.Begin) + len(r.End)
-	}
+	t.write(checkRange(r), func() {
+		if r := clampRange(r); !r.Empty() {
+			t.readRanges = append(t.readRanges, kv.Range{Begin: bytes.Clone(r.Begin), End: bytes.Clone(r.End)})
+			t.size += len(r.Begin) + len(r.End)
+		}
+	})
 }
 
 func (t *txn) AddWriteConflictKey(key []byte) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !t.writable() {
-		return
-	}
-	if err := checkSystemKey(key); err != nil {
-		t.fail(err)
-		return
-	}
-	if len(key) > kv.MaxKeySize {
-		return // the key's range, cut as clampRange cuts, is empty
-	}
-	if t.writeKeys == nil {
-		t.writeKeys = make(map[string]struct{})
-	}
-	t.writeKeys[string(key)] = struct{}{}
-	t.size += len(key)
+	t.write(checkSystemKey(key), func() {
+		if len(key) > kv.MaxKeySize {
+			return // the key's range, cut as clampRange cuts, is empty
+		}
+		if t.writeKeys == nil {
+			t.writeKeys = make(map[string]struct{})
+		}
+		t.writeKeys[string(key)] = struct{}{}
+		t.size += len(key)
+	})
 }
 
 func (t *txn) AddWriteConflictRange(r kv.Range) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !t.writable() {
-		return
-	}
-	if err := checkRange(r); err != nil {
-		t.fail(err)
-		return
-	}
-	r = clampRange(r)
-	if !r.Empty() {
-		t.writeRngs = append(t.writeRngs, kv.Range{Begin: bytes.Clone(r.Begin), End: bytes.Clone(r.End)})
-		t.size += len(r.Begin) + len(r.End)
-	}
+	t.write(checkRange(r), func() {
+		if r := clampRange(r); !r.Empty() {
+			t.writeRngs = append(t.writeRngs, kv.Range{Begin: bytes.Clone(r.Begin), End: bytes.Clone(r.End)})
+			t.size += len(r.Begin) + len(r.End)
+		}
+	})
 }
 
 // --- watches and versionstamps ---
