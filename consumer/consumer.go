@@ -123,6 +123,7 @@ func (o *Options) defaults() error {
 // up to its concurrency, and acknowledges each outcome.
 type Consumer struct {
 	opts Options
+	kind string // the Kind of T, if T has one
 	// run runs the handler on e and returns the acknowledgement, which
 	// commits the outcome.
 	run func(e *Envelope) (ack func())
@@ -139,7 +140,12 @@ func New[T, R any](h Handler[T, R], o Options, mw ...Middleware[T, R]) (*Consume
 		h = mw[i](h)
 	}
 	timeout := o.JobTimeout
-	return &Consumer{opts: o, run: func(e *Envelope) func() {
+	var kind string
+	var zero T
+	if k, ok := any(zero).(interface{ Kind() string }); ok {
+		kind = k.Kind()
+	}
+	return &Consumer{opts: o, kind: kind, run: func(e *Envelope) func() {
 		if !e.Start() {
 			return func() { e.Ack(nil, context.Cause(e.Context())) }
 		}
@@ -155,6 +161,11 @@ func Must(c *Consumer, err error) *Consumer {
 	}
 	return c
 }
+
+// Kind is the job type the consumer's data type names by its Kind method
+// (a jobstage.Args), or "" when it has none: a pipeline refuses to feed
+// such a consumer jobs of any other type.
+func (c *Consumer) Kind() string { return c.kind }
 
 // Options returns the consumer's options with defaults filled in.
 func (c *Consumer) Options() Options { return c.opts }

@@ -18,14 +18,26 @@ func Logging[T, R any](log *slog.Logger) Middleware[T, R] {
 			start := time.Now()
 			log.DebugContext(ctx, "job started", "type", job.Type, "id", job.ID, "attempt", job.Attempt)
 			r, err := next(ctx, job)
-			if err != nil && (errors.Is(err, ErrStopping) || errors.Is(context.Cause(ctx), ErrStopping)) {
+			attrs := []any{"type", job.Type, "id", job.ID, "attempt", job.Attempt, "duration", time.Since(start)}
+			switch AttemptOutcome(ctx, err) {
+			case OutcomeSucceeded:
+				log.DebugContext(ctx, "job succeeded", attrs...)
+			case OutcomeSnoozed:
+				log.DebugContext(ctx, "job snoozed", append(attrs, "snoozes", job.Snoozes, "err", err)...)
+			case OutcomeCanceled:
+				log.InfoContext(ctx, "job canceled by its handler", append(attrs, "err", err)...)
+			case OutcomeStopped:
 				// Not a failure: the job goes back to pending, the attempt
 				// not counted.
-				log.InfoContext(ctx, "job interrupted by the stop; it goes back to pending", "type", job.Type, "id", job.ID, "attempt", job.Attempt, "duration", time.Since(start), "err", err)
-			} else if err != nil {
-				log.WarnContext(ctx, "job failed", "type", job.Type, "id", job.ID, "attempt", job.Attempt, "duration", time.Since(start), "err", err)
-			} else {
-				log.DebugContext(ctx, "job succeeded", "type", job.Type, "id", job.ID, "attempt", job.Attempt, "duration", time.Since(start))
+				log.InfoContext(ctx, "job interrupted by the stop; it goes back to pending", append(attrs, "err", err)...)
+			case OutcomeHalted:
+				log.InfoContext(ctx, "job halted: its lock is gone, and what it did is not committed", append(attrs, "err", err)...)
+			default:
+				if errors.Is(err, ErrStopping) {
+					log.InfoContext(ctx, "job interrupted by the stop; it goes back to pending", append(attrs, "err", err)...)
+					break
+				}
+				log.WarnContext(ctx, "job failed", append(attrs, "err", err)...)
 			}
 			return r, err
 		}

@@ -47,17 +47,20 @@
 // # Outcomes
 //
 // jobstage_jobs_finished_total counts what each handler attempt did, as
-// the handler's Middleware sees it, not the job's final state:
-// succeeded; failed (the handler returned an error); timeout (its per-job
-// timeout passed); panicked (it panicked: the panic becomes the attempt's
-// error, with its stack); halted (the job's lock was gone: canceled,
-// removed or recycled, and nothing the attempt did was committed);
-// stopped (a stopping pipeline cut it short: the job went back to pending,
-// the attempt not counted). Whether a failed attempt will run again
-// depends on the job's attempts and its retry policy: the middleware
-// counts jobstage_jobs_retried_total for failed, timeout and panicked
-// attempts that were not the job's last, reading the type's policy from
-// the last scrape of the store (or the store, once, before the first).
+// the handler's Middleware sees it (consumer.AttemptOutcome, one
+// vocabulary with package consumer), not the job's final state:
+// succeeded; failed (the handler returned an error, or RetryAt); timeout
+// (its per-job timeout passed); panicked (it panicked: the panic becomes
+// the attempt's error, with its stack); canceled (the handler returned
+// consumer.Cancel, or its data did not decode); snoozed (it returned
+// consumer.Snooze); halted (the job's lock was gone: canceled, removed or
+// recycled, and nothing the attempt did was committed); stopped (a
+// stopping pipeline cut it short: the job went back to pending, the
+// attempt not counted). Whether a failed attempt's job runs again is
+// known once its outcome commits: Ended (pipeline.Options.OnEnded) counts
+// jobstage_jobs_retried_total from what fdbq.Queue.End said, so a job's
+// own retry policy and RetryAt count as they ran; an external worker's
+// fail is counted from the same answer (ExternalOutcome).
 //
 // # Labels
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -113,5 +114,26 @@ func TestHandlerControl(t *testing.T) {
 	}
 	if r := rec.of("snooze")[0].ended; r.Retried || r.State != fdbq.Pending {
 		t.Errorf("Snooze's commit said %+v", r)
+	}
+}
+
+type invoice struct{ N int }
+
+func (invoice) Kind() string { return "invoice" }
+
+// A consumer whose data type names a kind is refused when it is built
+// with a producer of another type, and accepted with its own.
+func TestBuildRefusesKindMismatch(t *testing.T) {
+	e := newEnv(t, envOptions{types: []string{"t", "invoice"}})
+	c := mustConsumer(t, func(context.Context, *consumer.Job[invoice]) (string, error) { return "", nil }, consumer.Options{})
+	if c.Kind() != "invoice" {
+		t.Fatalf("consumer kind %q", c.Kind())
+	}
+	_, err := pipeline.From(producer.New(e.q, "t", producer.Options{})).To(c).Build()
+	if err == nil || !strings.Contains(err.Error(), `kind "invoice"`) || !strings.Contains(err.Error(), `type "t"`) {
+		t.Fatalf("a producer of t feeding an invoice consumer: %v", err)
+	}
+	if _, err := pipeline.From(producer.New(e.q, "invoice", producer.Options{})).To(c).Build(); err != nil {
+		t.Fatalf("a producer of the consumer's own kind: %v", err)
 	}
 }

@@ -108,6 +108,13 @@ func (b *Builder) Build() (*Pipeline, error) {
 	if len(b.consumers) == 0 {
 		return nil, errors.New("pipeline: no consumer")
 	}
+	for i, c := range b.consumers {
+		for _, pr := range b.producers {
+			if k := c.Kind(); k != "" && k != pr.Type() {
+				return nil, fmt.Errorf("pipeline: consumer %d works jobs of kind %q (its data type's Kind), but a producer accepts type %q", i, k, pr.Type())
+			}
+		}
+	}
 	if b.dispatcher.kind == partitionDispatch {
 		if b.dispatcher.key == nil {
 			return nil, errors.New("pipeline: partition dispatcher without a key function")

@@ -11,6 +11,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -85,8 +86,11 @@ func run(ctx context.Context, dir string, n int) error {
 	var ids []string
 	for i := range n {
 		id := fmt.Sprintf("img-%03d", i)
-		data := fmt.Sprintf(`{"image":"photos/%d.jpg","width":%d}`, i, 64*(i%4))
-		jobs = append(jobs, fdbq.NewJob{Type: "thumbnail", ID: id, Data: []byte(data)})
+		data, err := json.Marshal(Thumbnail{Image: fmt.Sprintf("photos/%d.jpg", i), Width: 64 * (i % 4)})
+		if err != nil {
+			return err
+		}
+		jobs = append(jobs, fdbq.NewJob{Type: "thumbnail", ID: id, Data: data})
 		ids = append(ids, id)
 	}
 	if _, err := q.AddBatch(ctx, db, jobs); err != nil {

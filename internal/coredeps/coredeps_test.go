@@ -13,6 +13,8 @@ const module = "github.com/jobstage/jobstage"
 // core are the packages a program that embeds jobstage without fx or
 // go-streams imports.
 var core = []string{
+	module,
+	module + "/jobstagetest",
 	module + "/kv",
 	module + "/kv/tuple",
 	module + "/kv/embedded",
@@ -76,5 +78,38 @@ func TestCoreDependencies(t *testing.T) {
 	}
 	if _, err := os.Stat("../../go.mod"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Every package with tests fails them on a goroutine they leave behind:
+// its TestMain runs goleak.VerifyTestMain.
+func TestEveryPackageChecksLeaks(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f",
+		`{{.ImportPath}}{{range .TestGoFiles}} {{$.Dir}}/{{.}}{{end}}{{range .XTestGoFiles}} {{$.Dir}}/{{.}}{{end}}`,
+		module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	n := 0
+	for line := range strings.Lines(string(out)) {
+		fields := strings.Fields(line)
+		if len(fields) < 2 {
+			continue // no tests
+		}
+		n++
+		found := false
+		for _, f := range fields[1:] {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			found = found || strings.Contains(string(b), "goleak.VerifyTestMain(")
+		}
+		if !found {
+			t.Errorf("%s has tests and no TestMain that runs goleak.VerifyTestMain", fields[0])
+		}
+	}
+	if n < 10 {
+		t.Fatalf("go list found %d packages with tests: the listing is wrong", n)
 	}
 }

@@ -1,0 +1,98 @@
+package jobstage
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/kv"
+)
+
+// EnqueueOptions are the options of one enqueue; zero fields keep the
+// kind's defaults.
+type EnqueueOptions struct {
+	// ID is the job's id; empty: a random one. Enqueuing an id that
+	// exists adds the job again (fdbq.Queue.Add): sending the same enqueue
+	// twice does not make two jobs.
+	ID string
+	// At: not before this time; zero: now.
+	At time.Time
+	// Priority overrides the kind's Defaults.Priority when not 0.
+	Priority int
+	// MaxAttempts overrides the kind's retry policy's attempts when not 0.
+	MaxAttempts int
+}
+
+// Enqueue adds a job of args's kind, with args as its JSON data, in a
+// transaction of its own. A kind no one registered yet is registered with
+// its defaults in the same transaction. o may be nil.
+func Enqueue[T Args](ctx context.Context, c *Client, args T, o *EnqueueOptions) (*fdbq.Job, error) {
+	return EnqueueTx(ctx, c.db, c, args, o)
+}
+
+// EnqueueTx is Enqueue inside tr: the caller's transaction (a kv.Tx),
+// where the job commits with the caller's other writes or not at all, or
+// c.DB().
+func EnqueueTx[T Args](ctx context.Context, tr kv.Transactor, c *Client, args T, o *EnqueueOptions) (*fdbq.Job, error) {
+	jobs, err := EnqueueManyTx(ctx, tr, c, []T{args}, o)
+	if err != nil {
+		return nil, err
+	}
+	return jobs[0], nil
+}
+
+// EnqueueMany adds a job for each of args, in one transaction; o applies
+// to each (an ID in o is refused: ids are per job).
+func EnqueueMany[T Args](ctx context.Context, c *Client, args []T, o *EnqueueOptions) ([]*fdbq.Job, error) {
+	return EnqueueManyTx(ctx, c.db, c, args, o)
+}
+
+// EnqueueManyTx is EnqueueMany inside tr (see EnqueueTx).
+func EnqueueManyTx[T Args](ctx context.Context, tr kv.Transactor, c *Client, args []T, o *EnqueueOptions) ([]*fdbq.Job, error) {
+	kind, d, err := kindOf[T]()
+	if err != nil {
+		return nil, err
+	}
+	if o == nil {
+		o = &EnqueueOptions{}
+	}
+	if o.ID != "" && len(args) > 1 {
+		return nil, fmt.Errorf("jobstage: EnqueueOptions.ID names one job, and %d are enqueued", len(args))
+	}
+	jobs := make([]fdbq.NewJob, len(args))
+	for i, a := range args {
+		data, err := json.Marshal(a)
+		if err != nil {
+			return nil, fmt.Errorf("jobstage: encode the args of a %s job: %w", kind, err)
+		}
+		jobs[i] = fdbq.NewJob{Type: kind, ID: o.ID, Data: data, ScheduledAt: o.At, Priority: d.Priority, MaxAttempts: o.MaxAttempts}
+		if o.Priority != 0 {
+			jobs[i].Priority = o.Priority
+		}
+	}
+	var out []*fdbq.Job
+	err = tr.Transact(ctx, func(tx kv.Tx) error {
+		var err error
+		out, err = c.q.AddBatch(ctx, tx, jobs)
+		if !errors.Is(err, fdbq.ErrUnknownType) {
+			return err
+		}
+		// The first add of an unknown type fails before it writes.
+		s, err := d.settings()
+		if err != nil {
+			return fmt.Errorf("jobstage: the Defaults of kind %s: %w", kind, err)
+		}
+		if err := c.q.DeclareType(ctx, tx, kind, s); err != nil {
+			return err
+		}
+		out, err = c.q.AddBatch(ctx, tx, jobs)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -1,0 +1,156 @@
+package jobstage
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jobstage/jobstage/consumer"
+	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/pipeline"
+	"github.com/jobstage/jobstage/producer"
+)
+
+// Job is what a handler gets: the job's typed arguments (Data) and
+// its metadata, with Progress to report progress.
+type Job[T any] = consumer.Job[T]
+
+// Cancel, returned by a handler (wrapped or not), finishes its job with
+// outcome canceled and reason as its error, whatever attempts it has left
+// (consumer.Cancel).
+func Cancel(reason string) error { return consumer.Cancel(reason) }
+
+// Snooze, returned by a handler, runs its job again after d without
+// counting the attempt; Job.Snoozes counts the snoozes (consumer.Snooze).
+func Snooze(d time.Duration) error { return consumer.Snooze(d) }
+
+// RetryAt, returned by a handler, fails the attempt with err and runs the
+// job again at t if it has attempts left (consumer.RetryAt).
+func RetryAt(t time.Time, err error) error { return consumer.RetryAt(t, err) }
+
+// WorkOptions configure the pipeline Work runs; zero fields keep the
+// defaults.
+type WorkOptions struct {
+	// Concurrency is how many jobs run at once (default
+	// consumer.DefaultConcurrency).
+	Concurrency int
+	// Timeout bounds each attempt; default the kind's Defaults.Timeout.
+	Timeout time.Duration
+}
+
+// worker is one kind's pipeline, built by Work and run by Start.
+type worker struct {
+	kind     string
+	settings fdbq.TypeSettings
+	p        *pipeline.Pipeline
+}
+
+// Work registers h as the handler of T's kind: Start runs a pipeline that
+// accepts the kind's jobs on demand and runs h on each, up to the
+// concurrency. An error fails the attempt, retried per the kind's retry
+// policy; Cancel, Snooze and RetryAt end it as they say; a panic fails it
+// with the stack; data that does not decode into T cancels the job. o may
+// be nil.
+func Work[T Args](c *Client, h func(ctx context.Context, job *Job[T]) error, o *WorkOptions) error {
+	return WorkResult(c, func(ctx context.Context, job *Job[T]) (struct{}, error) {
+		return struct{}{}, h(ctx, job)
+	}, o)
+}
+
+// WorkResult is Work for a handler with a result, stored as the job's
+// JSON result (see Info.DecodeResult).
+func WorkResult[T Args, R any](c *Client, h consumer.Handler[T, R], o *WorkOptions) error {
+	kind, d, err := kindOf[T]()
+	if err != nil {
+		return err
+	}
+	s, err := d.settings()
+	if err != nil {
+		return fmt.Errorf("jobstage: the Defaults of kind %s: %w", kind, err)
+	}
+	if o == nil {
+		o = &WorkOptions{}
+	}
+	timeout := o.Timeout
+	if timeout == 0 {
+		timeout = d.Timeout
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state != 0 {
+		return fmt.Errorf("jobstage: Work for kind %s after Start", kind)
+	}
+	for _, w := range c.workers {
+		if w.kind == kind {
+			return fmt.Errorf("jobstage: kind %s has a handler already", kind)
+		}
+	}
+	cons, err := consumer.New(h, consumer.Options{Name: kind, Concurrency: o.Concurrency, JobTimeout: timeout},
+		consumer.Logging[T, R](c.cfg.Logger.With("kind", kind)), consumer.Recover[T, R]())
+	if err != nil {
+		return fmt.Errorf("jobstage: kind %s: %w", kind, err)
+	}
+	p, err := pipeline.From(producer.New(c.q, kind, producer.Options{Logger: c.cfg.Logger})).
+		To(cons).
+		WithOptions(pipeline.Options{BatchFinish: true, Logger: c.cfg.Logger.With("kind", kind), DrainTimeout: c.cfg.DrainTimeout}).
+		Build()
+	if err != nil {
+		return fmt.Errorf("jobstage: kind %s: %w", kind, err)
+	}
+	c.workers = append(c.workers, &worker{kind: kind, settings: s, p: p})
+	return nil
+}
+
+// Info is a job as Get and Wait return it: fdbq's view, with the
+// arguments decoded in Data (the stored JSON is Job.Data).
+type Info[T Args] struct {
+	*fdbq.Job
+	Data T
+}
+
+// DecodeResult decodes the job's JSON result into v.
+func (i *Info[T]) DecodeResult(v any) error {
+	if len(i.Result) == 0 {
+		return fmt.Errorf("jobstage: job %s/%s has no result", i.Type, i.ID)
+	}
+	return json.Unmarshal(i.Result, v)
+}
+
+func info[T Args](j *fdbq.Job) (*Info[T], error) {
+	out := &Info[T]{Job: j}
+	if len(j.Data) > 0 && string(j.Data) != "null" {
+		if err := json.Unmarshal(j.Data, &out.Data); err != nil {
+			return out, fmt.Errorf("jobstage: data of %s/%s does not decode into %T: %w", j.Type, j.ID, out.Data, err)
+		}
+	}
+	return out, nil
+}
+
+// Get reads the job of T's kind with id.
+func Get[T Args](ctx context.Context, c *Client, id string) (*Info[T], error) {
+	kind, _, err := kindOf[T]()
+	if err != nil {
+		return nil, err
+	}
+	j, err := c.q.Get(ctx, c.db, kind, id)
+	if err != nil {
+		return nil, err
+	}
+	return info[T](j)
+}
+
+// Wait waits until the job of T's kind with id is finished (succeeded,
+// failed or canceled: see Info.Outcome) or ctx ends. It watches the
+// store; it does not poll.
+func Wait[T Args](ctx context.Context, c *Client, id string) (*Info[T], error) {
+	kind, _, err := kindOf[T]()
+	if err != nil {
+		return nil, err
+	}
+	j, err := c.q.WaitOne(ctx, kind, id, fdbq.Finished)
+	if err != nil {
+		return nil, err
+	}
+	return info[T](j)
+}
