@@ -247,14 +247,23 @@ func (c *Client) Close() error {
 }
 
 // kindOf returns the kind of T and its defaults, or why T cannot be a
-// kind.
-func kindOf[T Args]() (string, Defaults, error) {
+// kind: a Kind that is not a valid type name, that panics on the zero
+// value (a pointer type whose Kind reads its fields), or that does not
+// say the same twice; a Defaults that panics.
+func kindOf[T Args]() (kind string, d Defaults, err error) {
 	var zero T
-	kind := zero.Kind()
+	defer func() {
+		if p := recover(); p != nil {
+			kind, d, err = "", Defaults{}, fmt.Errorf("jobstage: the Kind or Defaults of %T panicked on the zero value: %v", zero, p)
+		}
+	}()
+	kind = zero.Kind()
 	if err := fdbq.ValidateTypeName(kind); err != nil {
 		return "", Defaults{}, fmt.Errorf("jobstage: the Kind of %T: %w", zero, err)
 	}
-	var d Defaults
+	if again := zero.Kind(); again != kind {
+		return "", Defaults{}, fmt.Errorf("jobstage: the Kind of %T said %q, then %q: it must be a constant of the type", zero, kind, again)
+	}
 	if w, ok := any(zero).(ArgsWithDefaults); ok {
 		d = w.Defaults()
 	}
