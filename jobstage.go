@@ -188,11 +188,18 @@ func (c *Client) Start(ctx context.Context) error {
 	started := []*pipeline.Pipeline{}
 	for _, w := range c.workers {
 		if err := w.p.Start(ctx); err != nil {
+			// What started is stopped as Stop would, even when ctx has
+			// ended (a deadline that cut the start short, often the very
+			// reason it failed): a stop given an ended context returns at
+			// once and goes on in the background, and a failed Start must
+			// leave nothing running.
+			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.DrainTimeout+5*time.Second)
+			defer cancel()
 			for _, p := range started {
-				_ = p.Stop(ctx)
+				_ = p.Stop(stopCtx)
 			}
 			if c.monitor != nil {
-				_ = c.monitor.Stop(ctx)
+				_ = c.monitor.Stop(stopCtx)
 			}
 			return fmt.Errorf("jobstage: start the pipeline of %s: %w", w.kind, err)
 		}
