@@ -77,7 +77,7 @@ type Defaults struct {
 	// (a day); negative: for ever.
 	Retention time.Duration
 	// Timeout bounds each attempt of a handler (WorkOptions.Timeout
-	// overrides it); 0: none.
+	// overrides it); 0: none; negative is refused.
 	Timeout time.Duration
 }
 
@@ -280,6 +280,10 @@ func kindOf[T Args]() (kind string, d Defaults, err error) {
 // settings are the type settings a kind's defaults give.
 func (d Defaults) settings() (fdbq.TypeSettings, error) {
 	s := fdbq.DefaultTypeSettings()
+	if d.Timeout < 0 {
+		// Not "none", which is 0: a sign that went wrong.
+		return s, fmt.Errorf("%w: negative timeout %v", fdbq.ErrInvalidJob, d.Timeout)
+	}
 	if d.Retry != nil {
 		s.Retry = *d.Retry
 	}

@@ -325,3 +325,27 @@ func TestKindMisbehaving(t *testing.T) {
 		t.Errorf("a misbehaving kind registered type %q", ty.Name)
 	}
 }
+
+// negativeTimeout's Defaults bound each attempt by a negative time.
+type negativeTimeout struct{}
+
+func (negativeTimeout) Kind() string { return "negative_timeout" }
+func (negativeTimeout) Defaults() jobstage.Defaults {
+	return jobstage.Defaults{Timeout: -time.Second}
+}
+
+// A negative timeout, in a kind's Defaults or in WorkOptions, is refused:
+// 0 says "no timeout", and a negative one silently meant the same.
+func TestNegativeTimeoutRefused(t *testing.T) {
+	ctx := within(t)
+	c := jobstagetest.Open(t, jobstage.Config{Logger: quiet})
+	if err := jobstage.Work(c, func(context.Context, *jobstage.Job[negativeTimeout]) error { return nil }, nil); !errors.Is(err, fdbq.ErrInvalidJob) {
+		t.Errorf("Work of a kind whose Defaults.Timeout is negative: %v, want ErrInvalidJob", err)
+	}
+	if _, err := jobstage.Enqueue(ctx, c, negativeTimeout{}, nil); !errors.Is(err, fdbq.ErrInvalidJob) {
+		t.Errorf("Enqueue of a kind whose Defaults.Timeout is negative: %v, want ErrInvalidJob", err)
+	}
+	if err := jobstage.Work(c, func(context.Context, *jobstage.Job[Report]) error { return nil }, &jobstage.WorkOptions{Timeout: -time.Minute}); err == nil {
+		t.Error("Work with a negative WorkOptions.Timeout was accepted")
+	}
+}
