@@ -77,7 +77,7 @@ type Defaults struct {
 	// (a day); negative: for ever.
 	Retention time.Duration
 	// Timeout bounds each attempt of a handler (WorkOptions.Timeout
-	// overrides it); 0: none.
+	// overrides it); 0: none; negative is refused.
 	Timeout time.Duration
 }
 
@@ -188,11 +188,18 @@ func (c *Client) Start(ctx context.Context) error {
 	started := []*pipeline.Pipeline{}
 	for _, w := range c.workers {
 		if err := w.p.Start(ctx); err != nil {
+			// What started is stopped as Stop would, even when ctx has
+			// ended (a deadline that cut the start short, often the very
+			// reason it failed): a stop given an ended context returns at
+			// once and goes on in the background, and a failed Start must
+			// leave nothing running.
+			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.DrainTimeout+5*time.Second)
+			defer cancel()
 			for _, p := range started {
-				_ = p.Stop(ctx)
+				_ = p.Stop(stopCtx)
 			}
 			if c.monitor != nil {
-				_ = c.monitor.Stop(ctx)
+				_ = c.monitor.Stop(stopCtx)
 			}
 			return fmt.Errorf("jobstage: start the pipeline of %s: %w", w.kind, err)
 		}
@@ -247,14 +254,23 @@ func (c *Client) Close() error {
 }
 
 // kindOf returns the kind of T and its defaults, or why T cannot be a
-// kind.
-func kindOf[T Args]() (string, Defaults, error) {
+// kind: a Kind that is not a valid type name, that panics on the zero
+// value (a pointer type whose Kind reads its fields), or that does not
+// say the same twice; a Defaults that panics.
+func kindOf[T Args]() (kind string, d Defaults, err error) {
 	var zero T
-	kind := zero.Kind()
+	defer func() {
+		if p := recover(); p != nil {
+			kind, d, err = "", Defaults{}, fmt.Errorf("jobstage: the Kind or Defaults of %T panicked on the zero value: %v", zero, p)
+		}
+	}()
+	kind = zero.Kind()
 	if err := fdbq.ValidateTypeName(kind); err != nil {
 		return "", Defaults{}, fmt.Errorf("jobstage: the Kind of %T: %w", zero, err)
 	}
-	var d Defaults
+	if again := zero.Kind(); again != kind {
+		return "", Defaults{}, fmt.Errorf("jobstage: the Kind of %T said %q, then %q: it must be a constant of the type", zero, kind, again)
+	}
 	if w, ok := any(zero).(ArgsWithDefaults); ok {
 		d = w.Defaults()
 	}
@@ -264,6 +280,10 @@ func kindOf[T Args]() (string, Defaults, error) {
 // settings are the type settings a kind's defaults give.
 func (d Defaults) settings() (fdbq.TypeSettings, error) {
 	s := fdbq.DefaultTypeSettings()
+	if d.Timeout < 0 {
+		// Not "none", which is 0: a sign that went wrong.
+		return s, fmt.Errorf("%w: negative timeout %v", fdbq.ErrInvalidJob, d.Timeout)
+	}
 	if d.Retry != nil {
 		s.Retry = *d.Retry
 	}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -261,5 +263,89 @@ func TestClientLifecycle(t *testing.T) {
 		if err := d.Stop(ctx); err != nil {
 			t.Fatalf("Stop: %v", err)
 		}
+	}
+}
+
+// ptrKind's Kind reads a field: called on the zero *ptrKind, it panics.
+type ptrKind struct{ name string }
+
+func (p *ptrKind) Kind() string { return p.name }
+
+// shifty's Kind says something else each time it is asked.
+type shifty struct{}
+
+var shiftyCalls atomic.Int32
+
+func (shifty) Kind() string { return fmt.Sprintf("shifty%d", shiftyCalls.Add(1)) }
+
+// defaultsPanic's Defaults panics.
+type defaultsPanic struct{}
+
+func (defaultsPanic) Kind() string                { return "defaults_panic" }
+func (defaultsPanic) Defaults() jobstage.Defaults { panic("no defaults today") }
+
+// A kind that cannot name its type — its Kind panics on the zero value,
+// or changes between calls, or its Defaults panics — is refused with an
+// error by everything that takes the kind, instead of panicking in the
+// caller or scattering its jobs over several types.
+func TestKindMisbehaving(t *testing.T) {
+	ctx := within(t)
+	c := jobstagetest.Open(t, jobstage.Config{Logger: quiet})
+	calls := map[string]func() error{
+		"Work ptrKind": func() error {
+			return jobstage.Work(c, func(context.Context, *jobstage.Job[*ptrKind]) error { return nil }, nil)
+		},
+		"Enqueue ptrKind": func() error { _, err := jobstage.Enqueue(ctx, c, &ptrKind{name: "x"}, nil); return err },
+		"Get ptrKind":     func() error { _, err := jobstage.Get[*ptrKind](ctx, c, "x"); return err },
+		"Wait ptrKind":    func() error { _, err := jobstage.Wait[*ptrKind](ctx, c, "x"); return err },
+		"Work shifty": func() error {
+			return jobstage.Work(c, func(context.Context, *jobstage.Job[shifty]) error { return nil }, nil)
+		},
+		"Enqueue shifty": func() error { _, err := jobstage.Enqueue(ctx, c, shifty{}, nil); return err },
+		"Work defaultsPanic": func() error {
+			return jobstage.Work(c, func(context.Context, *jobstage.Job[defaultsPanic]) error { return nil }, nil)
+		},
+		"Enqueue defaultsPanic": func() error { _, err := jobstage.Enqueue(ctx, c, defaultsPanic{}, nil); return err },
+	}
+	for name, call := range calls {
+		var panicked any
+		err := func() error {
+			defer func() { panicked = recover() }()
+			return call()
+		}()
+		if panicked != nil || err == nil {
+			t.Errorf("%s: panic %v, error %v; want an error", name, panicked, err)
+		}
+	}
+	types, err := c.Queue().Types(ctx, c.DB())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ty := range types {
+		t.Errorf("a misbehaving kind registered type %q", ty.Name)
+	}
+}
+
+// negativeTimeout's Defaults bound each attempt by a negative time.
+type negativeTimeout struct{}
+
+func (negativeTimeout) Kind() string { return "negative_timeout" }
+func (negativeTimeout) Defaults() jobstage.Defaults {
+	return jobstage.Defaults{Timeout: -time.Second}
+}
+
+// A negative timeout, in a kind's Defaults or in WorkOptions, is refused:
+// 0 says "no timeout", and a negative one silently meant the same.
+func TestNegativeTimeoutRefused(t *testing.T) {
+	ctx := within(t)
+	c := jobstagetest.Open(t, jobstage.Config{Logger: quiet})
+	if err := jobstage.Work(c, func(context.Context, *jobstage.Job[negativeTimeout]) error { return nil }, nil); !errors.Is(err, fdbq.ErrInvalidJob) {
+		t.Errorf("Work of a kind whose Defaults.Timeout is negative: %v, want ErrInvalidJob", err)
+	}
+	if _, err := jobstage.Enqueue(ctx, c, negativeTimeout{}, nil); !errors.Is(err, fdbq.ErrInvalidJob) {
+		t.Errorf("Enqueue of a kind whose Defaults.Timeout is negative: %v, want ErrInvalidJob", err)
+	}
+	if err := jobstage.Work(c, func(context.Context, *jobstage.Job[Report]) error { return nil }, &jobstage.WorkOptions{Timeout: -time.Minute}); err == nil {
+		t.Error("Work with a negative WorkOptions.Timeout was accepted")
 	}
 }

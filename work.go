@@ -72,6 +72,9 @@ func WorkResult[T Args, R any](c *Client, h consumer.Handler[T, R], o *WorkOptio
 	if o == nil {
 		o = &WorkOptions{}
 	}
+	if o.Timeout < 0 {
+		return fmt.Errorf("jobstage: kind %s: negative WorkOptions.Timeout %v", kind, o.Timeout)
+	}
 	timeout := o.Timeout
 	if timeout == 0 {
 		timeout = d.Timeout

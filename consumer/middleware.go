@@ -106,7 +106,9 @@ func AttemptOutcome(ctx context.Context, err error) string {
 		return OutcomeCanceled
 	case errors.As(err, &end) && end.How == fdbq.AttemptSnoozed:
 		return OutcomeSnoozed
-	case err != nil && errors.Is(cause, ErrStopping):
+	case err != nil && errors.Is(cause, ErrStopping) && !errors.As(err, &end):
+		// An ending the handler chose (RetryAt too) is committed as
+		// chosen, stop or not (Envelope.Ack).
 		return OutcomeStopped
 	case errors.As(err, &panicked):
 		return OutcomePanicked

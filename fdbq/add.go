@@ -57,8 +57,8 @@ func (q *Queue) prepare(j *NewJob) error {
 		return fmt.Errorf("%w: data of %d bytes (%d as stored) is larger than %d", ErrDataTooLarge, len(j.Data), len(canon), MaxDataSize)
 	}
 	j.Data = canon
-	if j.MaxAttempts < 0 {
-		return fmt.Errorf("%w: negative max attempts", ErrInvalidJob)
+	if j.MaxAttempts < 0 || j.MaxAttempts > maxCount {
+		return fmt.Errorf("%w: max attempts %d is out of range (0 to %d)", ErrInvalidJob, j.MaxAttempts, maxCount)
 	}
 	if j.Priority == math.MinInt {
 		// The pending index stores -priority, which overflows here and

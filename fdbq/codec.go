@@ -216,10 +216,16 @@ func (d *recordReader) uvarint() uint64 {
 	return v
 }
 
+// maxCount is the largest count a record holds (attempts, max attempts,
+// snoozes): what reads back as an int on any platform. A count that
+// would pass it is refused (max attempts) or stays at it (snoozes), so
+// that no record is written that cannot be read.
+const maxCount = math.MaxInt32
+
 // int reads an unsigned varint that must fit an int.
 func (d *recordReader) int() int {
 	v := d.uvarint()
-	if v > math.MaxInt32 {
+	if v > maxCount {
 		d.fail(errors.New("count out of range"))
 		return 0
 	}

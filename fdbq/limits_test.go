@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -408,4 +409,43 @@ func TestLimitsMonitorSweepsPastCorruptSettings(t *testing.T) {
 		t.Fatalf("sweep: %+v", st)
 	}
 	x.is("a", fdbq.Pending, "", 1)
+}
+
+// A count the record cannot read back — max attempts above
+// math.MaxInt32, in the job or in its retry policy — is refused by Add,
+// which writes nothing, instead of storing a job no one can read again.
+func TestLimitsMaxAttemptsOutOfRange(t *testing.T) {
+	q, _ := newQueue(t)
+	ctx := context.Background()
+	policy := func(n int) *fdbq.RetryPolicy {
+		return &fdbq.RetryPolicy{MaxAttempts: n, Backoff: fdbq.Constant, Base: time.Second}
+	}
+	for _, j := range []fdbq.NewJob{
+		{Type: "email", ID: "max32", MaxAttempts: math.MaxInt32},
+		{Type: "email", ID: "policy32", Retry: policy(math.MaxInt32)},
+	} {
+		if _, err := q.Add(ctx, q.DB(), j); err != nil {
+			t.Fatalf("add %s: %v", j.ID, err)
+		}
+		if _, err := q.Get(ctx, q.DB(), "email", j.ID); err != nil {
+			t.Errorf("get %s: %v", j.ID, err)
+		}
+	}
+	for _, j := range []fdbq.NewJob{
+		{Type: "email", ID: "max", MaxAttempts: math.MaxInt32 + 1},
+		{Type: "email", ID: "maxint", MaxAttempts: math.MaxInt},
+		{Type: "email", ID: "policy", Retry: policy(math.MaxInt32 + 1)},
+	} {
+		if _, err := q.Add(ctx, q.DB(), j); !errors.Is(err, fdbq.ErrInvalidJob) {
+			t.Errorf("add %s: %v, want ErrInvalidJob", j.ID, err)
+		}
+		if _, err := q.Get(ctx, q.DB(), "email", j.ID); !errors.Is(err, fdbq.ErrNotFound) {
+			t.Errorf("get %s after a refused add: %v, want ErrNotFound", j.ID, err)
+		}
+	}
+	s := fdbq.DefaultTypeSettings()
+	s.Retry.MaxAttempts = math.MaxInt32 + 1
+	if err := s.Validate(); !errors.Is(err, fdbq.ErrInvalidJob) {
+		t.Errorf("type settings with max attempts above MaxInt32: %v, want ErrInvalidJob", err)
+	}
 }

@@ -46,6 +46,9 @@ func (p RetryPolicy) Validate() error {
 	if p.MaxAttempts < 1 {
 		return fmt.Errorf("%w: retry policy: max_attempts %d is below 1", ErrInvalidJob, p.MaxAttempts)
 	}
+	if p.MaxAttempts > maxCount {
+		return fmt.Errorf("%w: retry policy: max_attempts %d is above %d", ErrInvalidJob, p.MaxAttempts, maxCount)
+	}
 	switch p.Backoff {
 	case Exponential, Linear, Constant:
 	default:

@@ -233,7 +233,9 @@ func (q *Queue) End(ctx context.Context, tr kv.Transactor, l *Lease, e Ending) (
 			}
 			next.toPending(sched)
 			next.Attempts = max(rec.Attempts-1, 0)
-			next.Snoozes = rec.Snoozes + 1
+			// A job snoozed for ever stops counting rather than write
+			// a count its record cannot read back.
+			next.Snoozes = min(rec.Snoozes+1, maxCount)
 		}
 		if err := q.put(tx, l.Type, l.ID, rec, &next); err != nil {
 			return err

@@ -79,7 +79,9 @@ type Result struct {
 // Run runs h on one job with args, as a pipeline would but without a
 // store: args go through JSON as stored data does (data that does not
 // decode cancels the job), a panic becomes the attempt's error, and
-// progress is recorded instead of sent with a heartbeat. o may be nil.
+// progress is recorded instead of sent with a heartbeat (from any of the
+// handler's goroutines; after the handler returned it fails with
+// fdbq.ErrHalt, as in a pipeline). o may be nil.
 func Run[T jobstage.Args](t testing.TB, h func(ctx context.Context, job *jobstage.Job[T]) error, args T, o *RunOptions) *Result {
 	t.Helper()
 	r, _ := RunResult(t, func(ctx context.Context, job *jobstage.Job[T]) (struct{}, error) {
@@ -108,7 +110,12 @@ func RunResult[T jobstage.Args, R any](t testing.TB, h consumer.Handler[T, R], a
 		defer cancel()
 	}
 	res := &Result{}
+	// mu guards res against progress reported from the handler's other
+	// goroutines; ended is set once the handler returned: a pipeline's
+	// lease is gone then, and so a late progress is refused as it would
+	// be there, instead of racing with the caller's reading of res.
 	var mu sync.Mutex
+	ended := false
 	var zero R
 	data, err := json.Marshal(args)
 	if err != nil {
@@ -125,6 +132,9 @@ func RunResult[T jobstage.Args, R any](t testing.TB, h consumer.Handler[T, R], a
 		Progress: func(_ context.Context, p json.RawMessage) error {
 			mu.Lock()
 			defer mu.Unlock()
+			if ended {
+				return fmt.Errorf("%w: jobstagetest: progress of %s after its handler returned", fdbq.ErrHalt, o.ID)
+			}
 			res.Progress = append(res.Progress, p)
 			return nil
 		},
@@ -140,6 +150,7 @@ func RunResult[T jobstage.Args, R any](t testing.TB, h consumer.Handler[T, R], a
 	}()
 	mu.Lock()
 	defer mu.Unlock()
+	ended = true
 	res.finish(ctx)
 	return res, out
 }

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jobstage/jobstage"
 	"github.com/jobstage/jobstage/consumer"
+	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/jobstagetest"
 )
 
@@ -143,5 +145,35 @@ func TestProgressOutsidePipeline(t *testing.T) {
 	var j jobstage.Job[Charge]
 	if err := j.Progress(context.Background(), 1); err == nil {
 		t.Fatal("Progress of a bare job succeeded")
+	}
+}
+
+// Progress from the handler's other goroutines is recorded while the
+// handler runs; after it returned, progress is refused with fdbq.ErrHalt,
+// as a pipeline refuses it once the attempt's lease is gone, and does not
+// reach the Result the caller reads (the race detector watches).
+func TestRunProgressFromGoroutines(t *testing.T) {
+	late := make(chan error)
+	r := jobstagetest.Run(t, func(ctx context.Context, j *jobstage.Job[Charge]) error {
+		var wg sync.WaitGroup
+		for i := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := j.Progress(ctx, i); err != nil {
+					t.Errorf("progress while the handler runs: %v", err)
+				}
+			}()
+		}
+		wg.Wait()
+		go func() { late <- j.Progress(context.Background(), "late") }()
+		return nil
+	}, Charge{Card: "ok", Cents: 1}, nil)
+	n := len(r.Progress) // read while the late progress may be on its way
+	if err := <-late; !errors.Is(err, fdbq.ErrHalt) {
+		t.Errorf("progress after the handler returned: %v, want ErrHalt", err)
+	}
+	if n != 4 || len(r.Progress) != 4 {
+		t.Errorf("%d then %d progress reports, want the handler's 4", n, len(r.Progress))
 	}
 }
