@@ -32,6 +32,15 @@
 // jobs layer (package fdbq), Client.DB the transactional store (package
 // kv), and the pipelines are package pipeline's. A job enqueued inside the
 // caller's own transaction (EnqueueTx) commits with it or not at all.
+//
+// A handler's error fails the attempt, retried under the kind's retry
+// policy; Cancel, Snooze and RetryAt end it otherwise (package consumer
+// has the details). Get and Wait read a job back with its arguments
+// decoded.
+//
+// Example_transaction enqueues a job in the transaction that saves an
+// order and reads its result; ExampleSnooze puts a job off. Package
+// jobstagetest tests handlers and enqueues without a pipeline.
 package jobstage
 
 import (

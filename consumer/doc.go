@@ -9,14 +9,34 @@
 //
 // The job's JSON data decodes into Email; the Receipt is stored as the
 // job's JSON result; an error fails the attempt, which the job type's
-// retry policy retries with backoff until its attempts are used up.
+// retry policy retries with backoff until its attempts are used up. New
+// makes the consumer stage that runs the handler (Options: its
+// concurrency, demand and per-job timeout); package pipeline feeds it
+// jobs from a producer.
+//
+// A handler chooses another end for its attempt by returning (or
+// wrapping) one of three errors, each an *EndError: Cancel finishes the
+// job canceled whatever attempts it has left (data that does not decode
+// into the handler's type is canceled so); Snooze gives it back to
+// pending to run again later, the attempt not counted (Job.Snoozes counts
+// the snoozes); RetryAt fails the attempt but runs the job again at a
+// time of the handler's choosing. AttemptOutcome names how an attempt
+// ended (the Outcome constants), as middleware and package metrics label
+// it.
 //
 // The handler's context ends when the job's lock is gone (canceled,
 // removed, recycled by the activity monitor: cause ErrHalted), when its
 // per-job timeout passes, or when a stopping pipeline's drain deadline
 // passes (cause ErrStopping: the job goes back to pending, the attempt not
 // counted). A panic fails the attempt with the panic value and the stack
-// in the job's error.
+// in the job's error (a *PanicError).
+//
+// An outcome commits once every consumer the job went to has acknowledged
+// it (Envelope): fdbq.Queue.End, which checks the job's lock, so the
+// outcome of a job whose lock is gone is not kept (fdbq.ErrHalt).
+// NewJob makes a Job outside any pipeline, to run a handler in a test or
+// from code of one's own; Raw turns a typed handler into one over the
+// job's raw JSON.
 //
 // Middleware are plain function wrappers (Logging, Metrics, Timeout,
 // Recover). A BatchFinisher commits the outcomes of jobs that end together
@@ -27,4 +47,8 @@
 // under the rule of every such part of jobstage (it runs once; Stop is
 // safe before Start, twice and concurrently; a second Start fails naming
 // the part). A pipeline starts and stops its own.
+//
+// The Example runs a handler that succeeds, fails and cancels in a
+// pipeline; ExampleNewJob runs one without a pipeline; ExampleAttemptOutcome
+// lists the outcomes.
 package consumer

@@ -1,5 +1,6 @@
 // Package dashboards holds jobstage's Grafana dashboard and the files that
-// provision it, embedded so that the binary can write them out.
+// provision it, embedded so that a program can write them out
+// (os.CopyFS(dir, dashboards.Files)) for Grafana to read, or serve them.
 //
 // jobstage.json (uid "jobstage-overview") shows every metric of package
 // metrics: throughput by outcome, enqueued and accepted jobs, run duration
@@ -15,6 +16,9 @@
 // when provisioned (provisioning does not fill in inputs):
 // provisioning/dashboards.yaml is a dashboard provider for it and
 // provisioning/datasources.yaml an example Prometheus data source.
+//
+// The Example lists the dashboard's rows and panels; ExampleFiles writes
+// the files to a directory.
 //
 // The package's test runs jobstage's metrics and a real Prometheus, and
 // evaluates every panel's query.

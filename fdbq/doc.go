@@ -16,8 +16,19 @@
 //	                    │       Release ◀─────┘
 //	                    └──────── Add (finished: re-enqueue), Requeue (failed, canceled)
 //
+// A worker ends an attempt with End, which says in its Ending how
+// (AttemptEnd): AttemptSucceeded finishes the job with its result;
+// AttemptFailed counts the attempt and runs the job again after the retry
+// policy's backoff, or at Ending.At, or finishes it failed after its last
+// attempt; AttemptCanceled finishes it canceled whatever attempts it has
+// left; AttemptSnoozed gives it back to pending, the attempt not counted
+// (Job.Snoozes counts it). End returns Ended, what it did to the job (its
+// state, outcome, next run and whether it was retried), read in End's
+// transaction and true once that commits. Finish and Fail are End with
+// AttemptSucceeded and AttemptFailed.
+//
 // A running job is held under a lock, a random token made by Accept.
-// Heartbeat, Finish, Fail and Resubmit read the job and check the lock in
+// Heartbeat, End (Finish, Fail) and Resubmit read the job and check the lock in
 // their transaction; if the job was recycled, canceled, removed or finished
 // they fail with ErrHalt and write nothing. Because they can run inside the
 // worker's own transaction, the worker's writes commit if and only if it
@@ -27,6 +38,16 @@
 // rescheduled and its data replaced, and nothing is written if nothing
 // changed; a running job is flagged and goes back to pending when its
 // worker finishes or fails; a finished job is added again.
+//
+// Types are registered before jobs are added to them (Add of an unknown
+// type fails with ErrUnknownType). SetType writes a type's settings as
+// given, for an operator; DeclareType is what a program calls at start:
+// a type that exists keeps an operator's pause, and settings that do not
+// decode are replaced.
+//
+// Example_addAcceptFinish shows a job's whole life; ExampleQueue_Add_inTransaction
+// a job added with the caller's own writes; ExampleQueue_WaitOne waiting
+// for a job to finish.
 //
 // # Names
 //
@@ -315,7 +336,7 @@
 // return the error from its transactional function, which the operations'
 // errors make the store do):
 //
-//   - ErrHalt (Heartbeat, Finish, Fail, Resubmit): the lease no longer holds
+//   - ErrHalt (Heartbeat, End, Finish, Fail, Resubmit): the lease no longer holds
 //     the job (recycled, canceled, removed, finished, taken by another
 //     worker); nothing was written. The worker should stop and drop its
 //     work's effects outside the store.

@@ -17,4 +17,6 @@
 // packages (kv/embedded.Open, fdbq.Queue.DeclareType, the parts' Start and
 // Stop), which import neither fx nor this package, so a program that does
 // not use fx does not link it.
+//
+// The Example runs a job through an application of every module.
 package fxjobstage

@@ -39,4 +39,8 @@
 // than Linux the command leads a process group of its own, which is killed
 // when the context ends and when the command exits; a process that leaves
 // the group escapes, and nothing is killed when this process dies.
+//
+// # Examples
+//
+// The Example runs Exec on a job, ExampleHTTP posts one to a server.
 package handlers

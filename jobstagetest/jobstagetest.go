@@ -2,6 +2,19 @@
 // an in-memory store in one call, a handler run on one typed job without
 // a pipeline (its progress, cancel, snooze and retry observable), and the
 // jobs a transaction enqueued.
+//
+// Open gives a *jobstage.Client closed when the test ends; Run and
+// RunResult run a handler as a pipeline would (its data through JSON, a
+// panic recovered, a timeout applied) and return a Result: the outcome
+// under the names of package consumer, the progress reported, and what
+// Cancel, Snooze or RetryAt asked. Enqueued and RequireEnqueued read the
+// pending jobs of a kind through a transaction, the caller's own before it
+// commits included. Each takes the test's testing.TB and fails the test
+// on an error of its own.
+//
+// The Example tests a handler with Run; ExampleRequireEnqueued checks
+// the job a transaction enqueued. Both show a test's body, since an
+// Example has no testing.TB to give.
 package jobstagetest
 
 import (

@@ -164,4 +164,10 @@
 // injector) supplies transactions; NewDB adds the retry loop and the
 // commit markers. The conformance suite in kv/kvtest defines what a
 // backend must do.
+//
+// # Examples
+//
+// The Example composes transactional functions into one transaction;
+// ExampleTransact returns a function's result, ExampleTx_watch waits on a
+// key, and ExampleError matches errors by code.
 package kv

@@ -82,4 +82,9 @@
 // and counts the failure; it never panics. A type whose settings cannot be
 // read fails no scrape: it is counted in jobstage_types_unreadable and its
 // jobs are reported.
+//
+// # Examples
+//
+// The Example counts a pipeline's jobs and reads the store's counts from
+// a registry; Metrics.Handler serves such a registry to Prometheus.
 package metrics

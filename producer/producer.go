@@ -4,6 +4,17 @@
 // min(n, BatchLimit) in one transaction, or, with nothing due, waits on
 // the type's watch key and a timer for the next scheduled job. Without
 // demand nobody asks, so an idle pipeline makes no store transactions.
+//
+// A Producer runs nothing of its own, so it has no Start or Stop: Pull
+// accepts under the caller's context, and the pipeline (or
+// pipeline/gostreams Source) that pulls is the long-running part. Store
+// errors are retried after a jittered backoff and never lose jobs (an
+// accept either returned its jobs or took none); an unknown type is not
+// retried (fdbq.ErrUnknownType). Release hands accepted jobs that were not
+// started back to pending, the attempt not counted.
+//
+// The Example accepts the due jobs of a type; ExampleProducer_Pull waits
+// for a job added later; ExampleProducer_Release gives jobs back.
 package producer
 
 import (

@@ -106,4 +106,10 @@
 // and writes its pid there. A second Open, from another process or the
 // same one, fails with ErrLocked naming the holder. The kernel drops the
 // lock when the process dies, so a crash leaves nothing to clean up.
+//
+// # Examples
+//
+// The Example commits, closes and reopens a store in a directory;
+// ExampleOpen_locked shows the directory lock and ExampleStore_conflict a
+// conflict.
 package embedded

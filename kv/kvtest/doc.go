@@ -53,4 +53,9 @@
 // each saw and the final state. JOBSTAGE_SEED replays a seed;
 // JOBSTAGE_KV_SOAK (a duration) repeats rounds with new seeds for soak
 // runs.
+//
+// # Examples
+//
+// ExampleRun shows the two tests a backend's package writes; the Example
+// runs a layer's transactions through a FaultyBackend.
 package kvtest

@@ -12,6 +12,9 @@
 // the element itself or inside a []any (flow.Batch) — because jobstage
 // cannot see a job a flow drops: it would stay accepted until the pipeline
 // stops and releases it. To drop jobs, use pipeline.Filter.
+//
+// The Example runs jobs from a Source through a Map and a Batch into a
+// Sink; ExampleViaFlow runs the same flows as stages of a pipeline.
 package gostreams
 
 import (
@@ -29,10 +32,16 @@ import (
 	"github.com/jobstage/jobstage/producer"
 )
 
-// ViaFlow runs a go-streams Flow (flow.Map, flow.Throttle, flow.Batch, …)
-// as a pipeline stage. Elements that come out as []any are flattened, so a
-// flow.Batch paces jobs in groups. An element that is not an envelope is a
+// ViaFlow runs a go-streams Flow (flow.Map, flow.Batch, …) as a pipeline
+// stage. Elements that come out as []any are flattened, so a flow.Batch
+// paces jobs in groups. An element that is not an envelope is a
 // programming error: it is logged and dropped.
+//
+// The stage feeds the flow's In and reads its Out; it never calls the
+// flow's Via or To. A flow that does its work there rather than between In
+// and Out does not do it here: flow.Throttler paces elements only in Via
+// and To, so under ViaFlow it passes them unpaced, and its quota goroutine
+// never ends.
 func ViaFlow(f streams.Flow) pipeline.Stage {
 	return pipeline.NewStage(func(in <-chan *consumer.Envelope, out chan<- *consumer.Envelope, drop func()) {
 		go func() {
