@@ -9,7 +9,9 @@
 //
 // The job's JSON data decodes into Email; the Receipt is stored as the
 // job's JSON result; an error fails the attempt, which the job type's
-// retry policy retries with backoff until its attempts are used up.
+// retry policy retries with backoff until its attempts are used up. New
+// runs such a handler; NewFunc runs one with nothing to return,
+// func(ctx, *consumer.Job[Email]) error, whose jobs store no result.
 //
 // The handler's context ends when the job's lock is gone (canceled,
 // removed, recycled by the activity monitor: cause ErrHalted), when its
@@ -19,8 +21,14 @@
 // in the job's error.
 //
 // Middleware are plain function wrappers (Logging, Metrics, Timeout,
-// Recover). A BatchFinisher commits the outcomes of jobs that end together
-// in one transaction.
+// Recover) around an Attempt: they see the job's metadata (AttemptInfo)
+// and the attempt's error, not its typed data or result, so they are not
+// generic, and one is written once for handlers of every type:
+//
+//	consumer.New(send, consumer.Options{}, consumer.Logging(log), consumer.Recover())
+//
+// A BatchFinisher commits the outcomes of jobs that end together in one
+// transaction.
 //
 // The Heartbeater and the BatchFinisher are long-running parts: their
 // constructors return them stopped, Start starts them and Stop stops them,

@@ -231,9 +231,9 @@ func pipelineConstructor(name string, pc config.Pipeline, drain time.Duration, w
 		c, err := consumer.New(h, consumer.Options{
 			Name: name, Concurrency: pc.Concurrency, MaxDemand: pc.MaxDemand, MinDemand: pc.MinDemand, JobTimeout: pc.Timeout,
 		},
-			metrics.Middleware[json.RawMessage, json.RawMessage](m),
-			consumer.Logging[json.RawMessage, json.RawMessage](log.With("pipeline", name)),
-			consumer.Recover[json.RawMessage, json.RawMessage](),
+			metrics.Middleware(m),
+			consumer.Logging(log.With("pipeline", name)),
+			consumer.Recover(),
 		)
 		if err != nil {
 			return nil, fmt.Errorf("pipeline %s: %w", name, err)
