@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -30,6 +31,10 @@ const (
 	RoleWorker   Role = "worker"   // accept and work jobs
 	RoleMetrics  Role = "metrics"  // read the metrics, nothing else
 )
+
+// Roles returns every role a token may have, in the order above (a
+// config's list of the values it accepts).
+func Roles() []Role { return []Role{RoleAdmin, RoleProducer, RoleWorker, RoleMetrics} }
 
 // Token is a bearer token the server accepts.
 type Token struct {
@@ -147,9 +152,7 @@ func New(q *fdbq.Queue, o Options) (*Server, error) {
 		if name == "" {
 			name = fmt.Sprintf("#%d", i+1)
 		}
-		switch t.Role {
-		case RoleAdmin, RoleProducer, RoleWorker, RoleMetrics:
-		default:
+		if !slices.Contains(Roles(), t.Role) {
 			return nil, fmt.Errorf("httpapi: token %s: unknown role %q (admin, producer, worker or metrics)", name, t.Role)
 		}
 		if t.Secret == "" {

@@ -290,7 +290,7 @@ func (s *Server) serveHTTP(p httpParams) error {
 	hc := p.Config.HTTP
 	tokens := make([]httpapi.Token, 0, len(hc.Tokens))
 	for _, t := range hc.Tokens {
-		tokens = append(tokens, httpapi.Token{Name: t.Name, Role: httpapi.Role(t.Role), Secret: t.Value})
+		tokens = append(tokens, httpapi.Token{Name: t.Name, Role: t.Role, Secret: t.Value})
 	}
 	var metricsHandler http.Handler // none: the endpoint is off (metrics.path: "")
 	if p.Config.Metrics.Path != "" {
