@@ -144,14 +144,15 @@ func (d *decoder) validateType(name string, t Type) {
 	}
 }
 
-// fdbqMessage is an fdbq validation error without fdbq's prefixes, which
-// name fdbq's types rather than the file's keys.
+// fdbqMessage is what an fdbq validation error says is wrong (its
+// Detail), without fdbq's prefix, which names fdbq's types rather than
+// the file's keys.
 func fdbqMessage(err error) string {
-	msg := err.Error()
-	if errors.Is(err, fdbq.ErrInvalidJob) {
-		msg = strings.TrimPrefix(msg, fdbq.ErrInvalidJob.Error()+": ")
+	var fe *fdbq.Error
+	if errors.As(err, &fe) && fe.Detail != "" {
+		return fe.Detail
 	}
-	return strings.TrimPrefix(msg, "retry policy: ")
+	return err.Error()
 }
 
 func (d *decoder) validatePipeline(c *Config, name string, p *Pipeline) {

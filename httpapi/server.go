@@ -416,7 +416,6 @@ func (s *Server) classify(r *http.Request, pattern string, err error) *APIError 
 		apiErr *APIError
 		tooBig *http.MaxBytesError
 	)
-	trim := func(e error) string { return strings.TrimPrefix(err.Error(), e.Error()+": ") }
 	switch {
 	case errors.As(err, &apiErr):
 		return apiErr
@@ -426,19 +425,19 @@ func (s *Server) classify(r *http.Request, pattern string, err error) *APIError 
 	case errors.Is(err, fdbq.ErrHalt):
 		return &APIError{Status: http.StatusConflict, Code: CodeHalt, Message: err.Error()}
 	case errors.Is(err, fdbq.ErrWrongState):
-		return &APIError{Status: http.StatusConflict, Code: CodeWrongState, Message: trim(fdbq.ErrWrongState)}
+		return &APIError{Status: http.StatusConflict, Code: CodeWrongState, Message: fdbqDetail(err)}
 	case errors.Is(err, fdbq.ErrUnknownType):
 		return &APIError{Status: http.StatusNotFound, Code: CodeUnknownType,
-			Message: "unknown job type " + trim(fdbq.ErrUnknownType) + "; register it with PUT /v1/types/{type}"}
+			Message: "unknown job type " + fdbqDetail(err) + "; register it with PUT /v1/types/{type}"}
 	case errors.Is(err, fdbq.ErrNotFound):
-		return &APIError{Status: http.StatusNotFound, Code: CodeNotFound, Message: "no job " + trim(fdbq.ErrNotFound)}
+		return &APIError{Status: http.StatusNotFound, Code: CodeNotFound, Message: "no job " + fdbqDetail(err)}
 	case errors.Is(err, fdbq.ErrDataTooLarge):
-		return &APIError{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge, Message: trim(fdbq.ErrDataTooLarge)}
+		return &APIError{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge, Message: fdbqDetail(err)}
 	case errors.Is(err, kv.ErrTransactionTooLarge):
 		return &APIError{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge,
 			Message: "the jobs do not fit in one store transaction (10 MB); send a smaller batch"}
 	case errors.Is(err, fdbq.ErrInvalidJob):
-		return invalid("%s", trim(fdbq.ErrInvalidJob))
+		return invalid("%s", fdbqDetail(err))
 	case errors.Is(err, fdbq.ErrCorrupt):
 		// The request is fine and the store answered: what it holds is
 		// what cannot be read, and the message says which and why.
