@@ -147,3 +147,21 @@ func TestWrapResult(t *testing.T) {
 		t.Errorf("refusing middleware: %d, %v", r, err)
 	}
 }
+
+// TestNilMiddleware: a nil middleware is refused up front, not found at
+// every attempt.
+func TestNilMiddleware(t *testing.T) {
+	h := func(ctx context.Context, j *consumer.Job[num]) (int, error) { return 0, nil }
+	if _, err := consumer.New(h, consumer.Options{}, consumer.Recover(), nil); err == nil || !strings.Contains(err.Error(), "middleware 2 of 2 is nil") {
+		t.Errorf("New: %v", err)
+	}
+	if _, err := consumer.NewFunc(func(context.Context, *consumer.Job[num]) error { return nil }, consumer.Options{}, nil); err == nil {
+		t.Error("NewFunc took a nil middleware")
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("Wrap took a nil middleware")
+		}
+	}()
+	consumer.Wrap(h, nil)
+}

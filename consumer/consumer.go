@@ -132,6 +132,9 @@ type Consumer struct {
 //
 //	consumer.New(send, consumer.Options{}, consumer.Logging(log), consumer.Recover())
 func New[T, R any](h Handler[T, R], o Options, mw ...Middleware) (*Consumer, error) {
+	if err := checkMiddleware(mw); err != nil {
+		return nil, err
+	}
 	h = Wrap(h, mw...)
 	return newConsumer(o, func(ctx context.Context, job *Job[T]) (json.RawMessage, error) {
 		r, err := h(ctx, job)
@@ -147,6 +150,9 @@ func New[T, R any](h Handler[T, R], o Options, mw ...Middleware) (*Consumer, err
 //
 //	consumer.NewFunc(func(ctx context.Context, job *consumer.Job[Email]) error { … }, consumer.Options{})
 func NewFunc[T any](h func(ctx context.Context, job *Job[T]) error, o Options, mw ...Middleware) (*Consumer, error) {
+	if err := checkMiddleware(mw); err != nil {
+		return nil, err
+	}
 	h = wrapFunc(h, mw)
 	return newConsumer(o, func(ctx context.Context, job *Job[T]) (json.RawMessage, error) {
 		return nil, h(ctx, job)

@@ -56,7 +56,12 @@ type Middleware func(next Attempt) Attempt
 // way to try middleware on a handler outside a pipeline. Each middleware
 // is called once per attempt, to wrap it: what is meant to be done once
 // belongs in the function that returns the Middleware.
+//
+// A nil middleware panics here, rather than at every attempt.
 func Wrap[T, R any](h Handler[T, R], mw ...Middleware) Handler[T, R] {
+	if err := checkMiddleware(mw); err != nil {
+		panic(err)
+	}
 	if len(mw) == 0 {
 		return h
 	}
@@ -73,6 +78,17 @@ func Wrap[T, R any](h Handler[T, R], mw ...Middleware) Handler[T, R] {
 		}
 		return r, nil
 	}
+}
+
+// checkMiddleware refuses a nil middleware, which would fail every
+// attempt with a panic.
+func checkMiddleware(mw []Middleware) error {
+	for i, m := range mw {
+		if m == nil {
+			return fmt.Errorf("consumer: middleware %d of %d is nil", i+1, len(mw))
+		}
+	}
+	return nil
 }
 
 // wrapFunc is Wrap for a handler with nothing to return (NewFunc).
