@@ -50,17 +50,26 @@ type worker struct {
 // accepts the kind's jobs on demand and runs h on each, up to the
 // concurrency. An error fails the attempt, retried per the kind's retry
 // policy; Cancel, Snooze and RetryAt end it as they say; a panic fails it
-// with the stack; data that does not decode into T cancels the job. o may
+// with the stack; data that does not decode into T cancels the job. The
+// job stores no result (WorkResult is for a handler that has one). o may
 // be nil.
 func Work[T Args](c *Client, h func(ctx context.Context, job *Job[T]) error, o *WorkOptions) error {
-	return WorkResult(c, func(ctx context.Context, job *Job[T]) (struct{}, error) {
-		return struct{}{}, h(ctx, job)
-	}, o)
+	return work[T](c, o, func(co consumer.Options, mw ...consumer.Middleware) (*consumer.Consumer, error) {
+		return consumer.NewFunc(h, co, mw...)
+	})
 }
 
 // WorkResult is Work for a handler with a result, stored as the job's
 // JSON result (see Info.DecodeResult).
 func WorkResult[T Args, R any](c *Client, h consumer.Handler[T, R], o *WorkOptions) error {
+	return work[T](c, o, func(co consumer.Options, mw ...consumer.Middleware) (*consumer.Consumer, error) {
+		return consumer.New(h, co, mw...)
+	})
+}
+
+// work registers the consumer newConsumer makes as the handler of T's
+// kind.
+func work[T Args](c *Client, o *WorkOptions, newConsumer func(consumer.Options, ...consumer.Middleware) (*consumer.Consumer, error)) error {
 	kind, d, err := kindOf[T]()
 	if err != nil {
 		return err
@@ -89,8 +98,8 @@ func WorkResult[T Args, R any](c *Client, h consumer.Handler[T, R], o *WorkOptio
 			return fmt.Errorf("jobstage: kind %s has a handler already", kind)
 		}
 	}
-	cons, err := consumer.New(h, consumer.Options{Name: kind, Concurrency: o.Concurrency, JobTimeout: timeout},
-		consumer.Logging[T, R](c.cfg.Logger.With("kind", kind)), consumer.Recover[T, R]())
+	cons, err := newConsumer(consumer.Options{Name: kind, Concurrency: o.Concurrency, JobTimeout: timeout},
+		consumer.Logging(c.cfg.Logger.With("kind", kind)), consumer.Recover())
 	if err != nil {
 		return fmt.Errorf("jobstage: kind %s: %w", kind, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/httpapi"
 	"github.com/jobstage/jobstage/kv/tuple"
 )
 
@@ -168,20 +169,13 @@ type HTTP struct {
 	MaxConnections int `yaml:"max_connections"`
 }
 
-// Roles of Token.
-const (
-	RoleAdmin    = "admin"
-	RoleProducer = "producer"
-	RoleWorker   = "worker"
-	RoleMetrics  = "metrics"
-)
-
 // Token is a bearer token and the role it grants.
 type Token struct {
 	Name string `yaml:"name"`
-	// Role is RoleAdmin, RoleProducer, RoleWorker or RoleMetrics (the
-	// metrics endpoint only: a scraper's token).
-	Role string `yaml:"role"`
+	// Role is httpapi.RoleAdmin, RoleProducer, RoleWorker or RoleMetrics
+	// (the metrics endpoint only: a scraper's token): the HTTP API's roles,
+	// by the same names.
+	Role httpapi.Role `yaml:"role"`
 	// Value is the secret, read from ValueEnv or ValueFile; it is never
 	// written in the file itself.
 	Value string `yaml:"-"`

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobstage/jobstage/consumer"
 	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/httpapi"
 )
 
 // kind is the shape of a key's value.
@@ -49,6 +50,16 @@ type field struct {
 	kind  kind
 	typ   reflect.Type
 	index []int
+}
+
+// roleNames returns the values a token's role may take: the HTTP API's
+// roles.
+func roleNames() []string {
+	var names []string
+	for _, r := range httpapi.Roles() {
+		names = append(names, string(r))
+	}
+	return names
 }
 
 func leaf(key, doc string) *field { return &field{key: key, doc: doc} }
@@ -150,7 +161,7 @@ var schema = object("", "",
 		object("tokens", "Bearer tokens and the role each grants. With none, every request is allowed and the API serves only on loopback.",
 			leaf("name", "Names the token in logs. Required, unique."),
 			leaf("role", "`admin` (everything), `producer` (enqueue and inspect jobs), `worker` (accept, heartbeat, finish and fail jobs) or `metrics` (read the metrics endpoint, nothing else: a scraper's token). Required.").
-				oneOf(RoleAdmin, RoleProducer, RoleWorker, RoleMetrics),
+				oneOf(roleNames()...),
 			leaf("value_env", "Environment variable that holds the secret. Exactly one of `value_env` and `value_file`."),
 			leaf("value_file", "File that holds the secret; surrounding whitespace is dropped."),
 		).rejecting("value", "inline secrets are not allowed; put the token in an environment variable (value_env) or a file (value_file)"),

@@ -144,14 +144,25 @@ func (d *decoder) validateType(name string, t Type) {
 	}
 }
 
-// fdbqMessage is an fdbq validation error without fdbq's prefixes, which
-// name fdbq's types rather than the file's keys.
-func fdbqMessage(err error) string {
-	msg := err.Error()
-	if errors.Is(err, fdbq.ErrInvalidJob) {
-		msg = strings.TrimPrefix(msg, fdbq.ErrInvalidJob.Error()+": ")
+// handlerMessage is what a handler's options error says, without the
+// package's prefix: "exec: dir ... is not a directory".
+func handlerMessage(err error) string {
+	var oe *handlers.OptionsError
+	if errors.As(err, &oe) {
+		return oe.Handler + ": " + oe.Reason
 	}
-	return strings.TrimPrefix(msg, "retry policy: ")
+	return err.Error()
+}
+
+// fdbqMessage is what an fdbq validation error says is wrong (its
+// Detail), without fdbq's prefix, which names fdbq's types rather than
+// the file's keys.
+func fdbqMessage(err error) string {
+	var fe *fdbq.Error
+	if errors.As(err, &fe) && fe.Detail != "" {
+		return fe.Detail
+	}
+	return err.Error()
 }
 
 func (d *decoder) validatePipeline(c *Config, name string, p *Pipeline) {
@@ -258,7 +269,7 @@ func (d *decoder) validateExec(name string, e *ExecHandler) {
 	if clean {
 		// Whatever else serve would refuse when it builds the handler.
 		if _, err := handlers.Exec(handlers.ExecOptions{Command: e.Command, Dir: e.Dir, Env: e.Env, PassEnv: e.PassEnv, MaxOutput: e.MaxOutput}); err != nil {
-			d.at(strings.TrimPrefix(err.Error(), "handlers: "), path...)
+			d.at(handlerMessage(err), path...)
 		}
 	}
 }
@@ -310,7 +321,7 @@ func (d *decoder) validateHTTPHandler(name string, h *HTTPHandler) {
 		}
 		// What serve would refuse when it builds the handler.
 		if _, err := handlers.HTTP(handlers.HTTPOptions{URL: h.URL, Headers: h.Headers, Timeout: h.Timeout}); err != nil {
-			d.at(strings.TrimPrefix(err.Error(), "handlers: "), path...)
+			d.at(handlerMessage(err), path...)
 		}
 	}()
 	u, err := url.Parse(h.URL)
@@ -483,7 +494,12 @@ func (d *decoder) validateMetrics(m *Metrics) {
 	default:
 		// What serve would refuse when it registers the route.
 		if err := httpapi.CheckMetricsPath(p); err != nil {
-			d.at(strings.TrimPrefix(err.Error(), "httpapi: metrics path "), "metrics", "path")
+			msg := err.Error()
+			var pe *httpapi.MetricsPathError
+			if errors.As(err, &pe) {
+				msg = fmt.Sprintf("%q %s", pe.Path, pe.Reason)
+			}
+			d.at(msg, "metrics", "path")
 		}
 	}
 }

@@ -78,9 +78,6 @@ func (j *Job[T]) Progress(ctx context.Context, progress any) error {
 // the pipeline stops past its drain deadline.
 type Handler[T, R any] func(ctx context.Context, job *Job[T]) (R, error)
 
-// Middleware wraps a handler: logging, metrics, timeouts, recovery.
-type Middleware[T, R any] func(Handler[T, R]) Handler[T, R]
-
 // Defaults of Options.
 const DefaultConcurrency = 10
 
@@ -130,14 +127,43 @@ type Consumer struct {
 }
 
 // New returns a consumer running h, wrapped by mw (the first wraps
-// outermost). T is the type the job's JSON data decodes into, R the type
-// of the result stored.
-func New[T, R any](h Handler[T, R], o Options, mw ...Middleware[T, R]) (*Consumer, error) {
-	if err := o.defaults(); err != nil {
+// outermost; see Wrap). T is the type the job's JSON data decodes into, R
+// the type of the result stored. Both are inferred from h:
+//
+//	consumer.New(send, consumer.Options{}, consumer.Logging(log), consumer.Recover())
+func New[T, R any](h Handler[T, R], o Options, mw ...Middleware) (*Consumer, error) {
+	if err := checkMiddleware(mw); err != nil {
 		return nil, err
 	}
-	for i := len(mw) - 1; i >= 0; i-- {
-		h = mw[i](h)
+	h = Wrap(h, mw...)
+	return newConsumer(o, func(ctx context.Context, job *Job[T]) (json.RawMessage, error) {
+		r, err := h(ctx, job)
+		if err != nil {
+			return nil, err
+		}
+		return encodeResult(job.Type, job.ID, r)
+	})
+}
+
+// NewFunc is New for a handler with nothing to return: its error is the
+// attempt's outcome, and its job stores no result.
+//
+//	consumer.NewFunc(func(ctx context.Context, job *consumer.Job[Email]) error { … }, consumer.Options{})
+func NewFunc[T any](h func(ctx context.Context, job *Job[T]) error, o Options, mw ...Middleware) (*Consumer, error) {
+	if err := checkMiddleware(mw); err != nil {
+		return nil, err
+	}
+	h = wrapFunc(h, mw)
+	return newConsumer(o, func(ctx context.Context, job *Job[T]) (json.RawMessage, error) {
+		return nil, h(ctx, job)
+	})
+}
+
+// newConsumer returns a consumer whose run works a job with data of type T
+// and returns the job's JSON result.
+func newConsumer[T any](o Options, run func(ctx context.Context, job *Job[T]) (json.RawMessage, error)) (*Consumer, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
 	}
 	timeout := o.JobTimeout
 	var kind string
@@ -149,7 +175,7 @@ func New[T, R any](h Handler[T, R], o Options, mw ...Middleware[T, R]) (*Consume
 		if !e.Start() {
 			return func() { e.Ack(nil, context.Cause(e.Context())) }
 		}
-		result, err := runTyped(e, h, timeout)
+		result, err := runTyped(e, run, timeout)
 		return func() { e.Ack(result, err) }
 	}}, nil
 }
@@ -170,9 +196,9 @@ func (c *Consumer) Kind() string { return c.kind }
 // Options returns the consumer's options with defaults filled in.
 func (c *Consumer) Options() Options { return c.opts }
 
-// runTyped decodes the job's data, runs the handler (panics become errors
-// with the stack), and encodes its result.
-func runTyped[T, R any](e *Envelope, h Handler[T, R], timeout time.Duration) (result json.RawMessage, err error) {
+// runTyped decodes the job's data and runs the handler, which returns the
+// job's JSON result (panics become errors with the stack).
+func runTyped[T any](e *Envelope, run func(ctx context.Context, job *Job[T]) (json.RawMessage, error), timeout time.Duration) (result json.RawMessage, err error) {
 	l := e.Lease
 	job := &Job[T]{ID: l.ID, Type: l.Type, Attempt: l.Attempts, Snoozes: l.Snoozes, Priority: l.Priority, ScheduledAt: l.ScheduledAt, Lease: l, env: e}
 	if err := decodeData(job, l.Data); err != nil {
@@ -190,14 +216,14 @@ func runTyped[T, R any](e *Envelope, h Handler[T, R], timeout time.Duration) (re
 			result, err = nil, &PanicError{Value: p, Stack: debug.Stack()}
 		}
 	}()
-	r, err := h(ctx, job)
+	result, err = run(ctx, job)
 	if err != nil {
 		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil && cause != err && !strings.Contains(err.Error(), cause.Error()) {
 			err = fmt.Errorf("%w (%v)", err, cause)
 		}
 		return nil, err
 	}
-	return encodeResult(l.Type, l.ID, r)
+	return result, nil
 }
 
 // decodeData decodes a job's JSON data into job.Data; empty data leaves it

@@ -11,8 +11,9 @@
 // job's JSON result; an error fails the attempt, which the job type's
 // retry policy retries with backoff until its attempts are used up. New
 // makes the consumer stage that runs the handler (Options: its
-// concurrency, demand and per-job timeout); package pipeline feeds it
-// jobs from a producer.
+// concurrency, demand and per-job timeout); NewFunc runs one with nothing
+// to return, func(ctx, *consumer.Job[Email]) error, whose jobs store no
+// result. Package pipeline feeds them jobs from a producer.
 //
 // A handler chooses another end for its attempt by returning (or
 // wrapping) one of three errors, each an *EndError: Cancel finishes the
@@ -39,8 +40,14 @@
 // job's raw JSON.
 //
 // Middleware are plain function wrappers (Logging, Metrics, Timeout,
-// Recover). A BatchFinisher commits the outcomes of jobs that end together
-// in one transaction.
+// Recover) around an Attempt: they see the job's metadata (AttemptInfo)
+// and the attempt's error, not its typed data or result, so they are not
+// generic, and one is written once for handlers of every type:
+//
+//	consumer.New(send, consumer.Options{}, consumer.Logging(log), consumer.Recover())
+//
+// A BatchFinisher commits the outcomes of jobs that end together in one
+// transaction.
 //
 // The Heartbeater and the BatchFinisher are long-running parts: their
 // constructors return them stopped, Start starts them and Stop stops them,

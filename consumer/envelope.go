@@ -11,10 +11,13 @@ import (
 	"github.com/jobstage/jobstage/fdbq"
 )
 
-// ErrHalted is the cause of a handler's context when the job's lock is gone
-// (recycled, canceled, removed): the handler should stop, since nothing it
-// commits with the job will be kept.
-var ErrHalted = errors.New("consumer: job halted: its lock is gone")
+// ErrHalted is fdbq.ErrHalt, the one error of a job whose lock is gone
+// (recycled, canceled, removed), under the name a handler looks for: its
+// context's cause wraps it then. The handler should stop, since nothing it
+// commits with the job will be kept. errors.Is(err, ErrHalted) and
+// errors.Is(err, fdbq.ErrHalt) are one test, so a handler's error from
+// Job.Progress and its context's cause tell a halt alike.
+var ErrHalted = fdbq.ErrHalt
 
 // ErrStopping is the cause a pipeline gives the contexts of its jobs when
 // it stops and its drain deadline has passed: a handler interrupted by it
@@ -149,8 +152,8 @@ func (e *Envelope) heartbeat(every time.Duration) {
 			return
 		case <-t.C:
 			err := e.q.Heartbeat(e.ctx, e.q.DB(), e.Lease, fdbq.HeartbeatOptions{})
-			if errors.Is(err, fdbq.ErrHalt) {
-				e.cancel(ErrHalted)
+			if errors.Is(err, ErrHalted) {
+				e.cancel(err) // ErrHalted, saying what became of the job
 				return
 			}
 		}

@@ -102,8 +102,8 @@ func TestEnvelopeHeartbeatHalt(t *testing.T) {
 		t.Fatal(err)
 	}
 	recv(t, e.Context().Done(), "the halt")
-	if cause := context.Cause(e.Context()); !errors.Is(cause, consumer.ErrHalted) {
-		t.Fatalf("cause %v, want ErrHalted", cause)
+	if cause := context.Cause(e.Context()); !errors.Is(cause, consumer.ErrHalted) || !errors.Is(cause, fdbq.ErrHalt) {
+		t.Fatalf("cause %v, want ErrHalted, which is fdbq.ErrHalt", cause)
 	}
 	e.Ack(json.RawMessage(`"late"`), nil)
 	if !errors.Is(e.Err(), fdbq.ErrHalt) {

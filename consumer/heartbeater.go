@@ -125,10 +125,14 @@ func (h *Heartbeater) beat() {
 	}
 }
 
-// haltedLease names the envelope whose lock was gone inside a batch.
-type haltedLease struct{ e *Envelope }
+// haltedLease names the envelope whose lock was gone inside a batch, and
+// the heartbeat's error (ErrHalted).
+type haltedLease struct {
+	e   *Envelope
+	err error
+}
 
-func (haltedLease) Error() string { return fdbq.ErrHalt.Error() }
+func (h haltedLease) Error() string { return h.err.Error() }
 
 // renew heartbeats envs in one transaction. An envelope whose lock is gone
 // is halted (its handlers cancelled with ErrHalted) and left out, and the
@@ -139,8 +143,8 @@ func (h *Heartbeater) renew(q *fdbq.Queue, envs []*Envelope) {
 		err := q.DB().Transact(h.ctx, func(tx kv.Tx) error {
 			for _, e := range envs {
 				err := q.Heartbeat(h.ctx, tx, e.Lease, fdbq.HeartbeatOptions{})
-				if errors.Is(err, fdbq.ErrHalt) {
-					return haltedLease{e}
+				if errors.Is(err, ErrHalted) {
+					return haltedLease{e, err}
 				}
 				if err != nil {
 					return err
@@ -152,7 +156,7 @@ func (h *Heartbeater) renew(q *fdbq.Queue, envs []*Envelope) {
 		if !errors.As(err, &halted) {
 			return
 		}
-		halted.e.cancel(ErrHalted)
+		halted.e.cancel(halted.err)
 		h.remove(halted.e)
 		rest := envs[:0:0]
 		for _, e := range envs {

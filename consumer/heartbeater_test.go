@@ -49,8 +49,8 @@ func TestHeartbeaterRenewsAndHalts(t *testing.T) {
 		t.Fatal(err)
 	}
 	recv(t, envs[1].Context().Done(), "the halt")
-	if cause := context.Cause(envs[1].Context()); !errors.Is(cause, consumer.ErrHalted) {
-		t.Fatalf("cause %v, want ErrHalted", cause)
+	if cause := context.Cause(envs[1].Context()); !errors.Is(cause, consumer.ErrHalted) || !errors.Is(cause, fdbq.ErrHalt) {
+		t.Fatalf("cause %v, want ErrHalted, which is fdbq.ErrHalt", cause)
 	}
 	halted := time.Now()
 	waitStore(t, q, "the others renewed after the halt", renewedAfter(halted.Add(-time.Millisecond), "j000", "j002"))

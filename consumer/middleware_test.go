@@ -14,10 +14,15 @@ import (
 
 func job(id string) *consumer.Job[int] { return &consumer.Job[int]{ID: id, Type: "t", Attempt: 2} }
 
+// with returns a function that wraps a handler of int jobs in mw.
+func with(mw ...consumer.Middleware) func(consumer.Handler[int, int]) consumer.Handler[int, int] {
+	return func(h consumer.Handler[int, int]) consumer.Handler[int, int] { return consumer.Wrap(h, mw...) }
+}
+
 func TestLoggingMiddleware(t *testing.T) {
 	var buf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	h := consumer.Logging[int, int](log)(func(ctx context.Context, j *consumer.Job[int]) (int, error) {
+	h := with(consumer.Logging(log))(func(ctx context.Context, j *consumer.Job[int]) (int, error) {
 		if j.ID == "bad" {
 			return 0, errors.New("nope")
 		}
@@ -45,7 +50,7 @@ func TestLoggingMiddleware(t *testing.T) {
 func TestTimeoutMiddleware(t *testing.T) {
 	const d = 20 * time.Millisecond
 	// A handler that watches its context ends with the deadline.
-	h := consumer.Timeout[int, int](d)(func(ctx context.Context, j *consumer.Job[int]) (int, error) {
+	h := with(consumer.Timeout(d))(func(ctx context.Context, j *consumer.Job[int]) (int, error) {
 		<-ctx.Done()
 		return 0, ctx.Err()
 	})
@@ -54,7 +59,7 @@ func TestTimeoutMiddleware(t *testing.T) {
 	}
 	// A handler that ignores its context and succeeds late still fails:
 	// it exceeded its time.
-	h = consumer.Timeout[int, int](d)(func(ctx context.Context, j *consumer.Job[int]) (int, error) {
+	h = with(consumer.Timeout(d))(func(ctx context.Context, j *consumer.Job[int]) (int, error) {
 		<-ctx.Done() // stands for work that overran; the handler does not look at ctx's error
 		return 42, nil
 	})
@@ -63,7 +68,7 @@ func TestTimeoutMiddleware(t *testing.T) {
 		t.Fatalf("late handler: %d, %v", r, err)
 	}
 	// In time: untouched.
-	h = consumer.Timeout[int, int](time.Hour)(func(ctx context.Context, j *consumer.Job[int]) (int, error) {
+	h = with(consumer.Timeout(time.Hour))(func(ctx context.Context, j *consumer.Job[int]) (int, error) {
 		if _, ok := ctx.Deadline(); !ok {
 			return 0, errors.New("no deadline")
 		}
@@ -75,7 +80,7 @@ func TestTimeoutMiddleware(t *testing.T) {
 }
 
 func TestRecoverMiddleware(t *testing.T) {
-	h := consumer.Recover[int, int]()(func(ctx context.Context, j *consumer.Job[int]) (int, error) {
+	h := with(consumer.Recover())(func(ctx context.Context, j *consumer.Job[int]) (int, error) {
 		panic(errors.New("deep trouble"))
 	})
 	r, err := h(context.Background(), job("p"))
@@ -106,7 +111,7 @@ func TestMetricsMiddleware(t *testing.T) {
 	}{
 		{"ok", context.Background(), func(ctx context.Context, j *consumer.Job[int]) (int, error) { return 1, nil }, consumer.OutcomeSucceeded},
 		{"fail", context.Background(), func(ctx context.Context, j *consumer.Job[int]) (int, error) { return 0, errors.New("x") }, consumer.OutcomeFailed},
-		{"timeout", context.Background(), consumer.Timeout[int, int](time.Millisecond)(func(ctx context.Context, j *consumer.Job[int]) (int, error) {
+		{"timeout", context.Background(), with(consumer.Timeout(time.Millisecond))(func(ctx context.Context, j *consumer.Job[int]) (int, error) {
 			<-ctx.Done()
 			return 0, ctx.Err()
 		}), consumer.OutcomeTimeout},
@@ -115,7 +120,7 @@ func TestMetricsMiddleware(t *testing.T) {
 		{"halted-nil", halted, func(ctx context.Context, j *consumer.Job[int]) (int, error) { return 1, nil }, consumer.OutcomeHalted},
 	} {
 		got = nil
-		h := consumer.Metrics[int, int](observe)(tc.h)
+		h := with(consumer.Metrics(observe))(tc.h)
 		_, _ = h(tc.ctx, job(tc.name))
 		if len(got) != 1 || got[0].typ != "t" || got[0].outcome != tc.want || got[0].d < 0 {
 			t.Errorf("%s: observed %+v, want one %q", tc.name, got, tc.want)
@@ -128,13 +133,13 @@ func TestMiddlewareOrder(t *testing.T) {
 	q := newQueue(t, nil)
 	ls := leases(t, q, 1)
 	var trace []string
-	mark := func(name string) consumer.Middleware[num, int] {
-		return func(next consumer.Handler[num, int]) consumer.Handler[num, int] {
-			return func(ctx context.Context, j *consumer.Job[num]) (int, error) {
+	mark := func(name string) consumer.Middleware {
+		return func(next consumer.Attempt) consumer.Attempt {
+			return func(ctx context.Context, a *consumer.AttemptInfo) error {
 				trace = append(trace, name+">")
-				r, err := next(ctx, j)
+				err := next(ctx, a)
 				trace = append(trace, "<"+name)
-				return r, err
+				return err
 			}
 		}
 	}
@@ -160,7 +165,7 @@ func TestMiddlewareOrder(t *testing.T) {
 func TestLoggingStopIsNoFailure(t *testing.T) {
 	var buf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))
-	h := consumer.Logging[int, int](log)(func(ctx context.Context, j *consumer.Job[int]) (int, error) {
+	h := with(consumer.Logging(log))(func(ctx context.Context, j *consumer.Job[int]) (int, error) {
 		<-ctx.Done()
 		return 0, errors.New("handlers: exec: sh killed")
 	})

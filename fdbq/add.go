@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"math"
 	"time"
 
@@ -42,7 +41,7 @@ func (q *Queue) prepare(j *NewJob) error {
 		return err
 	}
 	if len(j.Data) > MaxDataSize {
-		return fmt.Errorf("%w: data of %d bytes is larger than %d", ErrDataTooLarge, len(j.Data), MaxDataSize)
+		return errorf(ErrDataTooLarge, "data of %d bytes is larger than %d", len(j.Data), MaxDataSize)
 	}
 	// The record stores data as encoding/json writes it (compacted,
 	// HTML-escaped), as it did when records were JSON. Taking that form
@@ -51,19 +50,19 @@ func (q *Queue) prepare(j *NewJob) error {
 	// count the bytes really stored.
 	canon, ok := canonicalJSON(j.Data)
 	if !ok {
-		return fmt.Errorf("%w: data of job %q is not valid JSON", ErrInvalidJob, j.ID)
+		return errorf(ErrInvalidJob, "data of job %q is not valid JSON", j.ID)
 	}
 	if len(canon) > MaxDataSize {
-		return fmt.Errorf("%w: data of %d bytes (%d as stored) is larger than %d", ErrDataTooLarge, len(j.Data), len(canon), MaxDataSize)
+		return errorf(ErrDataTooLarge, "data of %d bytes (%d as stored) is larger than %d", len(j.Data), len(canon), MaxDataSize)
 	}
 	j.Data = canon
 	if j.MaxAttempts < 0 || j.MaxAttempts > maxCount {
-		return fmt.Errorf("%w: max attempts %d is out of range (0 to %d)", ErrInvalidJob, j.MaxAttempts, maxCount)
+		return errorf(ErrInvalidJob, "max attempts %d is out of range (0 to %d)", j.MaxAttempts, maxCount)
 	}
 	if j.Priority == math.MinInt {
 		// The pending index stores -priority, which overflows here and
 		// would put the lowest priority first.
-		return fmt.Errorf("%w: priority %d is out of range", ErrInvalidJob, j.Priority)
+		return errorf(ErrInvalidJob, "priority %d is out of range", j.Priority)
 	}
 	if j.Retry != nil {
 		if err := j.Retry.Validate(); err != nil {

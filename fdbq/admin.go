@@ -33,7 +33,7 @@ func (q *Queue) Remove(ctx context.Context, tr kv.Transactor, typ, id string) er
 				return err
 			}
 			if b == nil {
-				return fmt.Errorf("%w: %s/%s", ErrNotFound, typ, id)
+				return errorf(ErrNotFound, "%s/%s", typ, id)
 			}
 			rec, err := decodeStored(b, typ, id)
 			if err == nil {
@@ -53,7 +53,7 @@ func (q *Queue) Remove(ctx context.Context, tr kv.Transactor, typ, id string) er
 			return err
 		}
 	}
-	return fmt.Errorf("%w: %s/%s: its record changed at every attempt to remove it", ErrCorrupt, typ, id)
+	return errorf(ErrCorrupt, "%s/%s: its record changed at every attempt to remove it", typ, id)
 }
 
 // Cancel finishes a pending or running job with outcome canceled. A running
@@ -62,7 +62,7 @@ func (q *Queue) Remove(ctx context.Context, tr kv.Transactor, typ, id string) er
 func (q *Queue) Cancel(ctx context.Context, tr kv.Transactor, typ, id string) error {
 	return q.withJob(ctx, tr, "cancel", typ, id, func(tx kv.Tx, rec *record) error {
 		if rec.State == Finished {
-			return fmt.Errorf("%w: %s/%s is already finished (%s)", ErrWrongState, typ, id, rec.Outcome)
+			return errorf(ErrWrongState, "%s/%s is already finished (%s)", typ, id, rec.Outcome)
 		}
 		next := *rec
 		if rec.State == Running {
@@ -79,7 +79,7 @@ func (q *Queue) Cancel(ctx context.Context, tr kv.Transactor, typ, id string) er
 func (q *Queue) Requeue(ctx context.Context, tr kv.Transactor, typ, id string) error {
 	return q.withJob(ctx, tr, "requeue", typ, id, func(tx kv.Tx, rec *record) error {
 		if rec.State != Finished || rec.Outcome == Succeeded {
-			return fmt.Errorf("%w: only failed or canceled jobs can be requeued; %s/%s is %s", ErrWrongState, typ, id, describe(rec))
+			return errorf(ErrWrongState, "only failed or canceled jobs can be requeued; %s/%s is %s", typ, id, describe(rec))
 		}
 		next := *rec
 		next.toPending(q.nowMs())
@@ -121,7 +121,7 @@ func checkJobRef(typ, id string) error {
 func (q *Queue) loadExisting(tx kv.ReadTx, typ, id string) (*record, error) {
 	rec, err := q.load(tx, typ, id)
 	if err == nil && rec == nil {
-		err = fmt.Errorf("%w: %s/%s", ErrNotFound, typ, id)
+		err = errorf(ErrNotFound, "%s/%s", typ, id)
 	}
 	return rec, err
 }

@@ -86,7 +86,7 @@ func (r *record) encode() ([]byte, error) { return r.encodeAs(formatBinary2) }
 // which earlier versions wrote (tests make such records with it).
 func (r *record) encodeAs(format byte) ([]byte, error) {
 	if n := len(r.Data) + len(r.Result) + len(r.Error) + len(r.Progress); n > MaxDataSize {
-		return nil, fmt.Errorf("%w: data, result, error and progress take %d bytes, more than %d", ErrDataTooLarge, n, MaxDataSize)
+		return nil, errorf(ErrDataTooLarge, "data, result, error and progress take %d bytes, more than %d", n, MaxDataSize)
 	}
 	sc, ok := stateCode(r.State)
 	if !ok {
@@ -142,7 +142,7 @@ func (r *record) encodeAs(format byte) ([]byte, error) {
 		b = binary.AppendUvarint(b, uint64(r.Snoozes))
 	}
 	if len(b) > kv.MaxValueSize {
-		return nil, fmt.Errorf("%w: the job record takes %d bytes once encoded, more than %d", ErrDataTooLarge, len(b), kv.MaxValueSize)
+		return nil, errorf(ErrDataTooLarge, "the job record takes %d bytes once encoded, more than %d", len(b), kv.MaxValueSize)
 	}
 	return b, nil
 }

@@ -33,7 +33,7 @@ func (q *Queue) Count(ctx context.Context, tr kv.ReadTransactor, typ string, s S
 	switch s {
 	case Pending, Running, Finished:
 	default:
-		return 0, fmt.Errorf("%w: count: unknown state %q", ErrInvalidJob, s)
+		return 0, errorf(ErrInvalidJob, "count: unknown state %q", s)
 	}
 	return kv.ReadTransact(ctx, tr, func(tx kv.ReadTx) (int64, error) {
 		b, err := snapshotOf(tx).Get(q.k.count(typ, s))
@@ -86,7 +86,7 @@ func (q *Queue) List(ctx context.Context, tr kv.ReadTransactor, typ string, o Li
 	case Finished:
 		subs, arity = []tuple.Subspace{q.k.finishedType(typ)}, []int{2}
 	default:
-		return nil, fmt.Errorf("%w: list: unknown state %q", ErrInvalidJob, o.State)
+		return nil, errorf(ErrInvalidJob, "list: unknown state %q", o.State)
 	}
 	limit := o.Limit
 	if limit <= 0 {
@@ -101,7 +101,7 @@ func (q *Queue) List(ctx context.Context, tr kv.ReadTransactor, typ string, o Li
 		after, err := base64.RawURLEncoding.DecodeString(o.Cursor)
 		i := slices.IndexFunc(subs, func(sub tuple.Subspace) bool { return sub.Contains(after) })
 		if err != nil || i < 0 {
-			return nil, fmt.Errorf("%w: list: bad cursor", ErrInvalidJob)
+			return nil, errorf(ErrInvalidJob, "list: bad cursor")
 		}
 		subs, arity, ranges = subs[i:], arity[i:], ranges[i:]
 		ranges[0].Begin = kv.KeyAfter(after)

@@ -28,7 +28,8 @@ const (
 	Canceled  Outcome = "canceled" // canceled by a caller
 )
 
-// Errors. Check them with errors.Is.
+// Errors. Check them with errors.Is; what an error of one says beyond the
+// sentinel is its *Error's Detail (errors.As).
 var (
 	// ErrHalt: the caller's lock on the job is gone: the job was recycled
 	// by the activity monitor, canceled, removed, or finished. The worker

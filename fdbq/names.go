@@ -1,7 +1,6 @@
 package fdbq
 
 import (
-	"fmt"
 	"unicode"
 	"unicode/utf8"
 )
@@ -32,9 +31,9 @@ func ValidateTypeName(name string) error {
 		case r == utf8.RuneError && n == 1:
 			return notUTF8(what, name, i)
 		case i == 0 && !isAlnum(r):
-			return fmt.Errorf("%w: %s %q starts with %q; it must start with a letter or a digit", ErrInvalidJob, what, name, r)
+			return errorf(ErrInvalidJob, "%s %q starts with %q; it must start with a letter or a digit", what, name, r)
 		case !isAlnum(r) && r != '_' && r != '-' && r != '.':
-			return fmt.Errorf("%w: %s %q has %q at byte %d; use ASCII letters, digits, '_', '-' and '.'", ErrInvalidJob, what, name, r, i)
+			return errorf(ErrInvalidJob, "%s %q has %q at byte %d; use ASCII letters, digits, '_', '-' and '.'", what, name, r, i)
 		}
 		i += n
 	}
@@ -60,7 +59,7 @@ func ValidateID(id string) error {
 		case r == utf8.RuneError && n == 1:
 			return notUTF8(what, id, i)
 		case unicode.IsControl(r):
-			return fmt.Errorf("%w: %s %q has a control character at byte %d", ErrInvalidJob, what, id, i)
+			return errorf(ErrInvalidJob, "%s %q has a control character at byte %d", what, id, i)
 		}
 		i += n
 	}
@@ -78,16 +77,16 @@ func checkName(what, s string) error {
 
 func checkSize(what, s string, limit int) error {
 	if s == "" {
-		return fmt.Errorf("%w: empty %s", ErrInvalidJob, what)
+		return errorf(ErrInvalidJob, "empty %s", what)
 	}
 	if len(s) > limit {
-		return fmt.Errorf("%w: %s of %d bytes is longer than %d", ErrInvalidJob, what, len(s), limit)
+		return errorf(ErrInvalidJob, "%s of %d bytes is longer than %d", what, len(s), limit)
 	}
 	return nil
 }
 
 func notUTF8(what, s string, at int) error {
-	return fmt.Errorf("%w: %s %q is not valid UTF-8 at byte %d", ErrInvalidJob, what, s, at)
+	return errorf(ErrInvalidJob, "%s %q is not valid UTF-8 at byte %d", what, s, at)
 }
 
 func isAlnum(r rune) bool {

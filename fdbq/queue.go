@@ -264,7 +264,7 @@ func (q *Queue) settings(tx kv.ReadTx, typ string) (TypeSettings, error) {
 		return TypeSettings{}, err
 	}
 	if b == nil {
-		return TypeSettings{}, fmt.Errorf("%w: %q", ErrUnknownType, typ)
+		return TypeSettings{}, errorf(ErrUnknownType, "%q", typ)
 	}
 	return decodeSettings(b, typ)
 }

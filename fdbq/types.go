@@ -44,7 +44,7 @@ var DefaultRetryPolicy = RetryPolicy{MaxAttempts: DefaultMaxAttempts, Backoff: E
 // Validate reports what is wrong with p.
 func (p RetryPolicy) Validate() error {
 	if p.MaxAttempts < 1 {
-		return fmt.Errorf("%w: retry policy: max_attempts %d is below 1", ErrInvalidJob, p.MaxAttempts)
+		return errorf(ErrInvalidJob, "max_attempts %d is below 1", p.MaxAttempts)
 	}
 	if p.MaxAttempts > maxCount {
 		return fmt.Errorf("%w: retry policy: max_attempts %d is above %d", ErrInvalidJob, p.MaxAttempts, maxCount)
@@ -52,10 +52,10 @@ func (p RetryPolicy) Validate() error {
 	switch p.Backoff {
 	case Exponential, Linear, Constant:
 	default:
-		return fmt.Errorf("%w: retry policy: unknown backoff %q (exponential, linear or constant)", ErrInvalidJob, p.Backoff)
+		return errorf(ErrInvalidJob, "unknown backoff %q (exponential, linear or constant)", p.Backoff)
 	}
 	if p.Base < 0 || p.Max < 0 {
-		return fmt.Errorf("%w: retry policy: negative delay", ErrInvalidJob)
+		return errorf(ErrInvalidJob, "negative delay (base or max)")
 	}
 	return nil
 }
@@ -108,10 +108,10 @@ func DefaultTypeSettings() TypeSettings {
 // Validate reports what is wrong with s.
 func (s TypeSettings) Validate() error {
 	if s.ActivityTimeout < 100*time.Millisecond {
-		return fmt.Errorf("%w: activity timeout %v is below 100ms", ErrInvalidJob, s.ActivityTimeout)
+		return errorf(ErrInvalidJob, "activity timeout %v is below 100ms", s.ActivityTimeout)
 	}
 	if s.Retention < 0 {
-		return fmt.Errorf("%w: negative retention", ErrInvalidJob)
+		return errorf(ErrInvalidJob, "negative retention")
 	}
 	return s.Retry.Validate()
 }

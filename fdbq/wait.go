@@ -3,7 +3,6 @@ package fdbq
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -47,7 +46,7 @@ func (q *Queue) Wait(ctx context.Context, typ string, ids []string, state State)
 	switch state {
 	case Pending, Running, Finished:
 	default:
-		return nil, fmt.Errorf("%w: wait: unknown state %q", ErrInvalidJob, state)
+		return nil, errorf(ErrInvalidJob, "wait: unknown state %q", state)
 	}
 	for _, id := range ids {
 		if err := checkJobRef(typ, id); err != nil {
@@ -85,7 +84,7 @@ func (q *Queue) Wait(ctx context.Context, typ string, ids []string, state State)
 					return nil, err
 				}
 				if b == nil {
-					results[i].Err = fmt.Errorf("%w: %s/%s", ErrNotFound, typ, id)
+					results[i].Err = errorf(ErrNotFound, "%s/%s", typ, id)
 					continue
 				}
 				rec, err := decodeRecord(b, typ, id)

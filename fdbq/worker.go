@@ -23,7 +23,7 @@ func (q *Queue) holding(tx kv.Tx, l *Lease, exit string) (rec *record, done bool
 		return nil, false, err
 	}
 	if rec == nil {
-		return nil, false, fmt.Errorf("%w: %s/%s was removed", ErrHalt, l.Type, l.ID)
+		return nil, false, errorf(ErrHalt, "%s/%s was removed", l.Type, l.ID)
 	}
 	if rec.State == Running && rec.Lock == l.Lock {
 		return rec, false, nil
@@ -31,7 +31,7 @@ func (q *Queue) holding(tx kv.Tx, l *Lease, exit string) (rec *record, done bool
 	if exit != "" && rec.LastLock == l.Lock+":"+exit {
 		return rec, true, nil
 	}
-	return nil, false, fmt.Errorf("%w: %s/%s is %s under another lock", ErrHalt, l.Type, l.ID, describe(rec))
+	return nil, false, errorf(ErrHalt, "%s/%s is %s under another lock", l.Type, l.ID, describe(rec))
 }
 
 // HeartbeatOptions carry what a worker reports with a heartbeat.
@@ -48,11 +48,11 @@ type HeartbeatOptions struct {
 func (q *Queue) Heartbeat(ctx context.Context, tr kv.Transactor, l *Lease, o HeartbeatOptions) error {
 	data, ok := canonicalJSON(o.Data)
 	if !ok {
-		return fmt.Errorf("%w: heartbeat data is not valid JSON", ErrInvalidJob)
+		return errorf(ErrInvalidJob, "heartbeat data is not valid JSON")
 	}
 	progress, ok := canonicalJSON(o.Progress)
 	if !ok {
-		return fmt.Errorf("%w: heartbeat progress is not valid JSON", ErrInvalidJob)
+		return errorf(ErrInvalidJob, "heartbeat progress is not valid JSON")
 	}
 	return tr.Transact(ctx, func(tx kv.Tx) error {
 		rec, _, err := q.holding(tx, l, "")
@@ -180,11 +180,11 @@ func ended(rec *record, how AttemptEnd, replayed bool) Ended {
 // Fail the job instead, saying why.
 func (q *Queue) End(ctx context.Context, tr kv.Transactor, l *Lease, e Ending) (Ended, error) {
 	if e.How < AttemptSucceeded || e.How > AttemptSnoozed {
-		return Ended{}, fmt.Errorf("%w: unknown way to end an attempt: %v", ErrInvalidJob, e.How)
+		return Ended{}, errorf(ErrInvalidJob, "unknown way to end an attempt: %v", e.How)
 	}
 	result, ok := canonicalJSON(e.Result)
 	if !ok {
-		return Ended{}, fmt.Errorf("%w: result of %s/%s is not valid JSON", ErrInvalidJob, l.Type, l.ID)
+		return Ended{}, errorf(ErrInvalidJob, "result of %s/%s is not valid JSON", l.Type, l.ID)
 	}
 	var out Ended
 	err := tr.Transact(ctx, func(tx kv.Tx) error {

@@ -96,39 +96,39 @@ type ExecOptions struct {
 // its own, which is killed in the first two cases.
 func Exec(o ExecOptions) (consumer.Handler[json.RawMessage, json.RawMessage], error) {
 	if len(o.Command) == 0 || o.Command[0] == "" {
-		return nil, errors.New("handlers: exec: command is empty")
+		return nil, badOptions("exec", "command is empty")
 	}
 	switch {
 	case o.MaxOutput < 0:
-		return nil, fmt.Errorf("handlers: exec: max output %d is negative", o.MaxOutput)
+		return nil, badOptions("exec", "max output %d is negative", o.MaxOutput)
 	case o.MaxOutput > fdbq.MaxDataSize:
-		return nil, fmt.Errorf("handlers: exec: max output %d is above a job result's limit of %d bytes", o.MaxOutput, fdbq.MaxDataSize)
+		return nil, badOptions("exec", "max output %d is above a job result's limit of %d bytes", o.MaxOutput, fdbq.MaxDataSize)
 	case o.MaxOutput == 0:
 		o.MaxOutput = DefaultMaxOutput
 	}
 	switch {
 	case o.StderrTail < 0:
-		return nil, fmt.Errorf("handlers: exec: stderr tail %d is negative", o.StderrTail)
+		return nil, badOptions("exec", "stderr tail %d is negative", o.StderrTail)
 	case o.StderrTail == 0:
 		o.StderrTail = DefaultStderrTail
 	}
 	if o.Dir != "" {
 		if fi, err := os.Stat(o.Dir); err != nil {
-			return nil, fmt.Errorf("handlers: exec: dir: %w", err)
+			return nil, badOptions("exec", "dir: %w", err)
 		} else if !fi.IsDir() {
-			return nil, fmt.Errorf("handlers: exec: dir %s is not a directory", o.Dir)
+			return nil, badOptions("exec", "dir %s is not a directory", o.Dir)
 		}
 	}
 	prog := o.Command[0]
 	if !strings.Contains(prog, "/") {
 		p, err := exec.LookPath(prog)
 		if err != nil {
-			return nil, fmt.Errorf("handlers: exec: command %q: %w", prog, err)
+			return nil, badOptions("exec", "command %q: %w", prog, err)
 		}
 		prog = p
 	}
 	if err := supervised(); err != nil {
-		return nil, fmt.Errorf("handlers: exec: %w", err)
+		return nil, badOptions("exec", "%w", err)
 	}
 	env, err := execEnv(os.Environ(), o)
 	if err != nil {
@@ -165,7 +165,7 @@ func execEnv(environ []string, o ExecOptions) ([]string, error) {
 	pass := map[string]bool{}
 	for _, k := range o.PassEnv {
 		if !ValidEnvName(k) {
-			return nil, fmt.Errorf("handlers: exec: pass env: bad variable name %q", k)
+			return nil, badOptions("exec", "pass env: bad variable name %q", k)
 		}
 		pass[k] = true
 	}
@@ -186,10 +186,10 @@ func execEnv(environ []string, o ExecOptions) ([]string, error) {
 	keys := make([]string, 0, len(m))
 	for k, v := range m {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return nil, fmt.Errorf("handlers: exec: env: bad variable name %q", k)
+			return nil, badOptions("exec", "env: bad variable name %q", k)
 		}
 		if strings.ContainsRune(v, 0) {
-			return nil, fmt.Errorf("handlers: exec: env: value of %s contains a NUL byte", k)
+			return nil, badOptions("exec", "env: value of %s contains a NUL byte", k)
 		}
 		keys = append(keys, k)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -62,35 +61,35 @@ func HTTP(o HTTPOptions) (consumer.Handler[json.RawMessage, json.RawMessage], er
 	u, err := url.Parse(o.URL)
 	switch {
 	case o.URL == "":
-		return nil, errors.New("handlers: http: url is empty")
+		return nil, badOptions("http", "url is empty")
 	case err != nil:
-		return nil, fmt.Errorf("handlers: http: url: %w", err)
+		return nil, badOptions("http", "url: %w", err)
 	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, fmt.Errorf("handlers: http: url %s: scheme must be http or https", redact(u))
+		return nil, badOptions("http", "url %s: scheme must be http or https", redact(u))
 	case u.Host == "":
-		return nil, fmt.Errorf("handlers: http: url %s has no host", redact(u))
+		return nil, badOptions("http", "url %s has no host", redact(u))
 	}
 	switch {
 	case o.Timeout < 0:
-		return nil, fmt.Errorf("handlers: http: timeout %v is negative", o.Timeout)
+		return nil, badOptions("http", "timeout %v is negative", o.Timeout)
 	case o.Timeout == 0:
 		o.Timeout = DefaultHTTPTimeout
 	}
 	switch {
 	case o.MaxResponse < 0:
-		return nil, fmt.Errorf("handlers: http: max response %d is negative", o.MaxResponse)
+		return nil, badOptions("http", "max response %d is negative", o.MaxResponse)
 	case o.MaxResponse > fdbq.MaxDataSize:
-		return nil, fmt.Errorf("handlers: http: max response %d is above a job result's limit of %d bytes", o.MaxResponse, fdbq.MaxDataSize)
+		return nil, badOptions("http", "max response %d is above a job result's limit of %d bytes", o.MaxResponse, fdbq.MaxDataSize)
 	case o.MaxResponse == 0:
 		o.MaxResponse = DefaultMaxResponse
 	}
 	header := make(http.Header, len(o.Headers)+2)
 	for k, v := range o.Headers {
 		if !validHeaderName(k) {
-			return nil, fmt.Errorf("handlers: http: bad header name %q", k)
+			return nil, badOptions("http", "bad header name %q", k)
 		}
 		if strings.ContainsAny(v, "\r\n\x00") {
-			return nil, fmt.Errorf("handlers: http: value of header %s contains a line break or NUL", k)
+			return nil, badOptions("http", "value of header %s contains a line break or NUL", k)
 		}
 		header.Set(k, v)
 	}

@@ -311,7 +311,7 @@ func decodeSettings(r io.Reader, base fdbq.TypeSettings) (fdbq.TypeSettings, err
 		*f.out = d
 	}
 	if err := s.Validate(); err != nil {
-		return base, invalid("%s", strings.TrimPrefix(err.Error(), fdbq.ErrInvalidJob.Error()+": "))
+		return base, invalid("%s", fdbqDetail(err))
 	}
 	return s, nil
 }

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/kv"
@@ -230,10 +229,21 @@ func pathJob(r *http.Request) (typ, id string, err error) {
 	return typ, id, nil
 }
 
+// fdbqDetail is what an fdbq error says is wrong, without the text of
+// the sentinel it is (fdbq.Error's Detail), for an answer whose code
+// says that already; an error of another kind is its whole message.
+func fdbqDetail(err error) string {
+	var fe *fdbq.Error
+	if errors.As(err, &fe) && fe.Detail != "" {
+		return fe.Detail
+	}
+	return err.Error()
+}
+
 // nameInvalid is the 400 for a name fdbq refused; field, when given,
 // names where in the body it was.
 func nameInvalid(field string, err error) *APIError {
-	msg := strings.TrimPrefix(err.Error(), fdbq.ErrInvalidJob.Error()+": ")
+	msg := fdbqDetail(err)
 	if field != "" {
 		msg = field + ": " + msg
 	}

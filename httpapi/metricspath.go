@@ -16,7 +16,7 @@ import (
 // in a URL).
 func CheckMetricsPath(p string) error {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("httpapi: metrics path %q %s", p, fmt.Sprintf(format, args...))
+		return &MetricsPathError{Path: p, Reason: fmt.Sprintf(format, args...)}
 	}
 	if !strings.HasPrefix(p, "/") {
 		return bad("must start with /")
@@ -35,6 +35,16 @@ func CheckMetricsPath(p string) error {
 		return bad("is not a clean path (%s is): a request could never reach it", clean)
 	}
 	return tryPattern("GET " + p)
+}
+
+// MetricsPathError is why CheckMetricsPath refuses a path.
+type MetricsPathError struct {
+	Path   string
+	Reason string // what is wrong with it: "must start with /"
+}
+
+func (e *MetricsPathError) Error() string {
+	return fmt.Sprintf("httpapi: metrics path %q %s", e.Path, e.Reason)
 }
 
 // tryPattern reports the pattern ServeMux would refuse, which it does by

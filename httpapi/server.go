@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -30,6 +31,10 @@ const (
 	RoleWorker   Role = "worker"   // accept and work jobs
 	RoleMetrics  Role = "metrics"  // read the metrics, nothing else
 )
+
+// Roles returns every role a token may have, in the order above (a
+// config's list of the values it accepts).
+func Roles() []Role { return []Role{RoleAdmin, RoleProducer, RoleWorker, RoleMetrics} }
 
 // Token is a bearer token the server accepts.
 type Token struct {
@@ -147,9 +152,7 @@ func New(q *fdbq.Queue, o Options) (*Server, error) {
 		if name == "" {
 			name = fmt.Sprintf("#%d", i+1)
 		}
-		switch t.Role {
-		case RoleAdmin, RoleProducer, RoleWorker, RoleMetrics:
-		default:
+		if !slices.Contains(Roles(), t.Role) {
 			return nil, fmt.Errorf("httpapi: token %s: unknown role %q (admin, producer, worker or metrics)", name, t.Role)
 		}
 		if t.Secret == "" {
@@ -413,7 +416,6 @@ func (s *Server) classify(r *http.Request, pattern string, err error) *APIError 
 		apiErr *APIError
 		tooBig *http.MaxBytesError
 	)
-	trim := func(e error) string { return strings.TrimPrefix(err.Error(), e.Error()+": ") }
 	switch {
 	case errors.As(err, &apiErr):
 		return apiErr
@@ -423,19 +425,19 @@ func (s *Server) classify(r *http.Request, pattern string, err error) *APIError 
 	case errors.Is(err, fdbq.ErrHalt):
 		return &APIError{Status: http.StatusConflict, Code: CodeHalt, Message: err.Error()}
 	case errors.Is(err, fdbq.ErrWrongState):
-		return &APIError{Status: http.StatusConflict, Code: CodeWrongState, Message: trim(fdbq.ErrWrongState)}
+		return &APIError{Status: http.StatusConflict, Code: CodeWrongState, Message: fdbqDetail(err)}
 	case errors.Is(err, fdbq.ErrUnknownType):
 		return &APIError{Status: http.StatusNotFound, Code: CodeUnknownType,
-			Message: "unknown job type " + trim(fdbq.ErrUnknownType) + "; register it with PUT /v1/types/{type}"}
+			Message: "unknown job type " + fdbqDetail(err) + "; register it with PUT /v1/types/{type}"}
 	case errors.Is(err, fdbq.ErrNotFound):
-		return &APIError{Status: http.StatusNotFound, Code: CodeNotFound, Message: "no job " + trim(fdbq.ErrNotFound)}
+		return &APIError{Status: http.StatusNotFound, Code: CodeNotFound, Message: "no job " + fdbqDetail(err)}
 	case errors.Is(err, fdbq.ErrDataTooLarge):
-		return &APIError{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge, Message: trim(fdbq.ErrDataTooLarge)}
+		return &APIError{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge, Message: fdbqDetail(err)}
 	case errors.Is(err, kv.ErrTransactionTooLarge):
 		return &APIError{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge,
 			Message: "the jobs do not fit in one store transaction (10 MB); send a smaller batch"}
 	case errors.Is(err, fdbq.ErrInvalidJob):
-		return invalid("%s", trim(fdbq.ErrInvalidJob))
+		return invalid("%s", fdbqDetail(err))
 	case errors.Is(err, fdbq.ErrCorrupt):
 		// The request is fine and the store answered: what it holds is
 		// what cannot be read, and the message says which and why.

@@ -30,26 +30,25 @@ func (m *Metrics) Stage() pipeline.Stage {
 // makes it. Give it first, so that it wraps the others. Whether a failed
 // attempt's job runs again is known once the outcome commits: Ended
 // counts that.
-func Middleware[T, R any](m *Metrics) consumer.Middleware[T, R] {
-	return func(next consumer.Handler[T, R]) consumer.Handler[T, R] {
+func Middleware(m *Metrics) consumer.Middleware {
+	return func(next consumer.Attempt) consumer.Attempt {
 		if m == nil {
 			return next
 		}
-		return func(ctx context.Context, job *consumer.Job[T]) (r R, err error) {
-			running := gauge(m.running, job.Type)
+		return func(ctx context.Context, a *consumer.AttemptInfo) (err error) {
+			running := gauge(m.running, a.Type)
 			running.Inc()
 			start := time.Now()
 			defer func() {
 				if p := recover(); p != nil {
-					var zero R
-					r, err = zero, &consumer.PanicError{Value: p, Stack: debug.Stack()}
+					err = &consumer.PanicError{Value: p, Stack: debug.Stack()}
 				}
 				running.Dec()
 				outcome := consumer.AttemptOutcome(ctx, err)
-				observer(m.runtime, job.Type, outcome).Observe(time.Since(start).Seconds())
-				counter(m.finished, job.Type, outcome).Inc()
+				observer(m.runtime, a.Type, outcome).Observe(time.Since(start).Seconds())
+				counter(m.finished, a.Type, outcome).Inc()
 			}()
-			return next(ctx, job)
+			return next(ctx, a)
 		}
 	}
 }

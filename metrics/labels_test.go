@@ -64,9 +64,9 @@ func TestLabelsNotUTF8(t *testing.T) {
 	m.ExternalOutcome("email", "\xfe")
 	m.OnSweep(fdbq.SweepStats{ByType: map[string]fdbq.TypeSweepStats{bad: {Recycled: 1}, "a\x01b": {}}})
 	m.HTTPObserve("GET /\xff", 200, time.Millisecond)
-	_, _ = metrics.Middleware[task, string](m)(func(context.Context, *consumer.Job[task]) (string, error) {
+	_, _ = consumer.Wrap(func(context.Context, *consumer.Job[task]) (string, error) {
 		return "", nil
-	})(ctx, &consumer.Job[task]{Type: bad, Attempt: 1})
+	}, metrics.Middleware(m))(ctx, &consumer.Job[task]{Type: bad, Attempt: 1})
 
 	quoted := `"\xff"`
 	for _, c := range []struct {

@@ -69,7 +69,7 @@ func TestPipelineMovesCounters(t *testing.T) {
 	}
 	m.ObserveStore(db)
 
-	c, err := consumer.New(work, consumer.Options{Concurrency: 4}, metrics.Middleware[task, string](m))
+	c, err := consumer.New(work, consumer.Options{Concurrency: 4}, metrics.Middleware(m))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +263,7 @@ func TestRegistryHasEveryMetric(t *testing.T) {
 	m.ExternalOutcome("email", "retried")
 	m.OnSweep(fdbq.SweepStats{Recycled: 1, ByType: map[string]fdbq.TypeSweepStats{"email": {Recycled: 1}}})
 	m.HTTPObserve("GET /healthz", 200, time.Millisecond)
-	h := metrics.Middleware[task, string](m)(func(context.Context, *consumer.Job[task]) (string, error) { return "", errors.New("no") })
+	h := consumer.Wrap(func(context.Context, *consumer.Job[task]) (string, error) { return "", errors.New("no") }, metrics.Middleware(m))
 	if _, err := h(context.Background(), &consumer.Job[task]{Type: "email", Attempt: 1}); err == nil {
 		t.Fatal("the middleware swallowed the error")
 	}
@@ -481,7 +481,7 @@ func TestNilMetricsCountNothing(t *testing.T) {
 	m.ObserveStore(nil)
 	m.ObservePipeline("p", "email", nil)
 	_ = m.Stage()
-	h := metrics.Middleware[task, string](m)(work)
+	h := consumer.Wrap(work, metrics.Middleware(m))
 	if r, err := h(context.Background(), &consumer.Job[task]{Type: "email"}); err != nil || r != "ok" {
 		t.Fatalf("%q, %v", r, err)
 	}
@@ -494,7 +494,7 @@ func TestMiddlewareOutcomes(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := func(ctx context.Context, h consumer.Handler[task, string]) {
-		_, _ = metrics.Middleware[task, string](m)(h)(ctx, &consumer.Job[task]{Type: "t", Attempt: 1, Lease: &fdbq.Lease{Job: fdbq.Job{MaxAttempts: 3}}})
+		_, _ = consumer.Wrap(h, metrics.Middleware(m))(ctx, &consumer.Job[task]{Type: "t", Attempt: 1, Lease: &fdbq.Lease{Job: fdbq.Job{MaxAttempts: 3}}})
 	}
 	halted, cancelHalt := context.WithCancelCause(context.Background())
 	cancelHalt(consumer.ErrHalted)
@@ -576,7 +576,7 @@ func TestRetriedFollowsWhatCommitted(t *testing.T) {
 		}
 		return "ok", nil
 	}
-	c, err := consumer.New(h, consumer.Options{Concurrency: 2}, metrics.Middleware[task, string](m))
+	c, err := consumer.New(h, consumer.Options{Concurrency: 2}, metrics.Middleware(m))
 	if err != nil {
 		t.Fatal(err)
 	}

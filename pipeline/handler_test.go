@@ -36,7 +36,7 @@ func TestHaltCancelsHandler(t *testing.T) {
 		// What a handler returns after a halt must not be committed,
 		// success or not.
 		return "finished anyway", nil
-	}, consumer.Options{Concurrency: 1}, consumer.Metrics[json.RawMessage, string](func(typ, outcome string, d time.Duration) {
+	}, consumer.Options{Concurrency: 1}, consumer.Metrics(func(typ, outcome string, d time.Duration) {
 		outcomes <- outcome
 	}))
 	p := e.start(t, pipeline.From(e.producer(producer.Options{})).To(c))

@@ -275,7 +275,7 @@ func (e *env) start(t testing.TB, b *pipeline.Builder) *pipeline.Pipeline {
 
 func (e *env) producer(o producer.Options) *producer.Producer { return producer.New(e.q, "t", o) }
 
-func mustConsumer[T, R any](t testing.TB, h consumer.Handler[T, R], o consumer.Options, mw ...consumer.Middleware[T, R]) *consumer.Consumer {
+func mustConsumer[T, R any](t testing.TB, h consumer.Handler[T, R], o consumer.Options, mw ...consumer.Middleware) *consumer.Consumer {
 	t.Helper()
 	c, err := consumer.New(h, o, mw...)
 	if err != nil {

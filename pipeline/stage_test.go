@@ -130,14 +130,14 @@ func TestMiddlewareInPipeline(t *testing.T) {
 		}
 		return "fine", nil
 	}, consumer.Options{Concurrency: 4},
-		consumer.Logging[json.RawMessage, string](log),
-		consumer.Metrics[json.RawMessage, string](func(typ, outcome string, d time.Duration) {
+		consumer.Logging(log),
+		consumer.Metrics(func(typ, outcome string, d time.Duration) {
 			mu.Lock()
 			obs = append(obs, observation{typ, outcome, d})
 			mu.Unlock()
 		}),
-		consumer.Timeout[json.RawMessage, string](timeout),
-		consumer.Recover[json.RawMessage, string](),
+		consumer.Timeout(timeout),
+		consumer.Recover(),
 	)
 	e.start(t, pipeline.From(e.producer(producer.Options{})).To(c))
 	got := e.waitFinished(t, "ok", "fail", "slow", "panic")

@@ -231,9 +231,9 @@ func pipelineConstructor(name string, pc config.Pipeline, drain time.Duration, w
 		c, err := consumer.New(h, consumer.Options{
 			Name: name, Concurrency: pc.Concurrency, MaxDemand: pc.MaxDemand, MinDemand: pc.MinDemand, JobTimeout: pc.Timeout,
 		},
-			metrics.Middleware[json.RawMessage, json.RawMessage](m),
-			consumer.Logging[json.RawMessage, json.RawMessage](log.With("pipeline", name)),
-			consumer.Recover[json.RawMessage, json.RawMessage](),
+			metrics.Middleware(m),
+			consumer.Logging(log.With("pipeline", name)),
+			consumer.Recover(),
 		)
 		if err != nil {
 			return nil, fmt.Errorf("pipeline %s: %w", name, err)
@@ -290,7 +290,7 @@ func (s *Server) serveHTTP(p httpParams) error {
 	hc := p.Config.HTTP
 	tokens := make([]httpapi.Token, 0, len(hc.Tokens))
 	for _, t := range hc.Tokens {
-		tokens = append(tokens, httpapi.Token{Name: t.Name, Role: httpapi.Role(t.Role), Secret: t.Value})
+		tokens = append(tokens, httpapi.Token{Name: t.Name, Role: t.Role, Secret: t.Value})
 	}
 	var metricsHandler http.Handler // none: the endpoint is off (metrics.path: "")
 	if p.Config.Metrics.Path != "" {

@@ -107,7 +107,7 @@ func run(ctx context.Context, dir string, n int) error {
 		return Rendered{Path: fmt.Sprintf("thumbs/%s.%dw.jpg", j.ID, j.Data.Width), Bytes: j.Data.Width * 100}, nil
 	}
 	c, err := consumer.New(render, consumer.Options{Concurrency: 4, MaxDemand: 8, JobTimeout: 5 * time.Second},
-		consumer.Logging[Thumbnail, Rendered](logger), consumer.Recover[Thumbnail, Rendered]())
+		consumer.Logging(logger), consumer.Recover())
 	if err != nil {
 		return err
 	}
