@@ -202,10 +202,7 @@ func (q *Queue) End(ctx context.Context, tr kv.Transactor, l *Lease, e Ending) (
 		switch e.How {
 		case AttemptSucceeded:
 			next.Result = result
-			if rec.Resubmit {
-				next.toPending(rec.ResubmitAt)
-				next.Attempts = 0
-			} else {
+			if !next.resubmitted() {
 				next.finish(Succeeded, now)
 			}
 		case AttemptFailed:
@@ -220,10 +217,7 @@ func (q *Queue) End(ctx context.Context, tr kv.Transactor, l *Lease, e Ending) (
 			}
 		case AttemptCanceled:
 			next.setError(e.Cause)
-			if rec.Resubmit {
-				next.toPending(rec.ResubmitAt)
-				next.Attempts = 0
-			} else {
+			if !next.resubmitted() {
 				next.finish(Canceled, now)
 			}
 		case AttemptSnoozed:
@@ -265,6 +259,18 @@ func (q *Queue) Fail(ctx context.Context, tr kv.Transactor, l *Lease, cause stri
 	return err
 }
 
+// resubmitted moves a running record that was added again while it ran
+// to pending, as the add asked (its attempts start again), and reports
+// whether it did.
+func (r *record) resubmitted() bool {
+	if !r.Resubmit {
+		return false
+	}
+	r.toPending(r.ResubmitAt)
+	r.Attempts = 0
+	return true
+}
+
 // retryOrFail moves a running record whose attempt failed to pending after
 // its backoff, or to finished/failed after its last attempt.
 func (q *Queue) retryOrFail(r *record, s TypeSettings) {
@@ -278,9 +284,7 @@ func (q *Queue) retryOrFail(r *record, s TypeSettings) {
 		maxAttempts = r.MaxAttempts
 	}
 	switch {
-	case r.Resubmit:
-		r.toPending(r.ResubmitAt)
-		r.Attempts = 0
+	case r.resubmitted():
 	case r.Attempts < maxAttempts:
 		r.toPending(now + policy.Delay(r.Attempts).Milliseconds())
 	default:
@@ -314,12 +318,9 @@ func (q *Queue) Release(ctx context.Context, tr kv.Transactor, leases []*Lease) 
 			}
 			next := *rec
 			next.LastLock = l.Lock + ":resubmit"
-			if rec.Resubmit {
-				// Added again while held: it goes where the add asked, as
-				// it would after Finish or Fail.
-				next.toPending(rec.ResubmitAt)
-				next.Attempts = 0
-			} else {
+			// Added again while held, it goes where the add asked, as it
+			// would after Finish or Fail.
+			if !next.resubmitted() {
 				next.toPending(rec.ScheduledAt)
 				next.Attempts = max(rec.Attempts-1, 0)
 			}
