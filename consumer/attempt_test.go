@@ -165,3 +165,18 @@ func TestNilMiddleware(t *testing.T) {
 	}()
 	consumer.Wrap(h, nil)
 }
+
+// ptrKind's Kind reads a field: on the zero value (a nil pointer) it
+// panics.
+type ptrKind struct{ name string }
+
+func (p *ptrKind) Kind() string { return p.name }
+
+// A data type whose Kind panics on its zero value is refused by New with
+// an error that names it, instead of New panicking.
+func TestNewRefusesPanickingKind(t *testing.T) {
+	_, err := consumer.NewFunc(func(context.Context, *consumer.Job[*ptrKind]) error { return nil }, consumer.Options{})
+	if err == nil || !strings.Contains(err.Error(), "Kind method of *consumer_test.ptrKind panicked") {
+		t.Fatalf("NewFunc with a panicking Kind: %v", err)
+	}
+}

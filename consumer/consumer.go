@@ -159,6 +159,23 @@ func NewFunc[T any](h func(ctx context.Context, job *Job[T]) error, o Options, m
 	})
 }
 
+// dataKind returns the Kind of T's zero value, if T has a Kind method: a
+// Kind that panics there (a pointer type's, reading a field) is an error
+// of the consumer's construction, not a panic of the caller's.
+func dataKind[T any]() (kind string, err error) {
+	var zero T
+	k, ok := any(zero).(interface{ Kind() string })
+	if !ok {
+		return "", nil
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			kind, err = "", fmt.Errorf("consumer: the Kind method of %T panicked on its zero value: %v", zero, p)
+		}
+	}()
+	return k.Kind(), nil
+}
+
 // newConsumer returns a consumer whose run works a job with data of type T
 // and returns the job's JSON result.
 func newConsumer[T any](o Options, run func(ctx context.Context, job *Job[T]) (json.RawMessage, error)) (*Consumer, error) {
@@ -166,10 +183,9 @@ func newConsumer[T any](o Options, run func(ctx context.Context, job *Job[T]) (j
 		return nil, err
 	}
 	timeout := o.JobTimeout
-	var kind string
-	var zero T
-	if k, ok := any(zero).(interface{ Kind() string }); ok {
-		kind = k.Kind()
+	kind, err := dataKind[T]()
+	if err != nil {
+		return nil, err
 	}
 	return &Consumer{opts: o, kind: kind, run: func(e *Envelope) func() {
 		if !e.Start() {
