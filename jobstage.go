@@ -286,6 +286,13 @@ func kindOf[T Args]() (kind string, d Defaults, err error) {
 	return kind, d, nil
 }
 
+// KindOf returns the kind T names, or why T cannot be a kind: its Kind
+// panics on the zero value, is not a valid type name, or is not constant.
+func KindOf[T Args]() (string, error) {
+	kind, _, err := kindOf[T]()
+	return kind, err
+}
+
 // settings are the type settings a kind's defaults give.
 func (d Defaults) settings() (fdbq.TypeSettings, error) {
 	s := fdbq.DefaultTypeSettings()

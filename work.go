@@ -129,7 +129,10 @@ func (i *Info[T]) DecodeResult(v any) error {
 	return json.Unmarshal(i.Result, v)
 }
 
-func info[T Args](j *fdbq.Job) (*Info[T], error) {
+// InfoOf is j with its data decoded into T, as Get and Wait return it:
+// for jobs read through the queue (Client.Queue().List, say). Empty or
+// null data is T's zero value.
+func InfoOf[T Args](j *fdbq.Job) (*Info[T], error) {
 	out := &Info[T]{Job: j}
 	if len(j.Data) > 0 && string(j.Data) != "null" {
 		if err := json.Unmarshal(j.Data, &out.Data); err != nil {
@@ -149,7 +152,7 @@ func Get[T Args](ctx context.Context, c *Client, id string) (*Info[T], error) {
 	if err != nil {
 		return nil, err
 	}
-	return info[T](j)
+	return InfoOf[T](j)
 }
 
 // Wait waits until the job of T's kind with id is finished (succeeded,
@@ -164,5 +167,5 @@ func Wait[T Args](ctx context.Context, c *Client, id string) (*Info[T], error) {
 	if err != nil {
 		return nil, err
 	}
-	return info[T](j)
+	return InfoOf[T](j)
 }

@@ -22,7 +22,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"sync"
 	"testing"
 	"time"
@@ -130,6 +129,10 @@ func RunResult[T jobstage.Args, R any](t testing.TB, h consumer.Handler[T, R], a
 	var mu sync.Mutex
 	ended := false
 	var zero R
+	kind, err := jobstage.KindOf[T]()
+	if err != nil {
+		t.Fatalf("jobstagetest: %v", err)
+	}
 	data, err := json.Marshal(args)
 	if err != nil {
 		t.Fatalf("jobstagetest: encode the args: %v", err)
@@ -141,7 +144,7 @@ func RunResult[T jobstage.Args, R any](t testing.TB, h consumer.Handler[T, R], a
 		return res, zero
 	}
 	job := consumer.NewJob(decoded, consumer.JobOptions{
-		ID: o.ID, Type: args.Kind(), Attempt: o.Attempt, Snoozes: o.Snoozes, Priority: o.Priority,
+		ID: o.ID, Type: kind, Attempt: o.Attempt, Snoozes: o.Snoozes, Priority: o.Priority,
 		Progress: func(_ context.Context, p json.RawMessage) error {
 			mu.Lock()
 			defer mu.Unlock()
@@ -152,15 +155,10 @@ func RunResult[T jobstage.Args, R any](t testing.TB, h consumer.Handler[T, R], a
 			return nil
 		},
 	})
-	var out R
-	func() {
-		defer func() {
-			if p := recover(); p != nil {
-				res.Err = &consumer.PanicError{Value: p, Stack: debug.Stack()}
-			}
-		}()
-		out, res.Err = h(ctx, job)
-	}()
+	// A panic becomes the attempt's error as in a pipeline: Recover's
+	// *consumer.PanicError.
+	out, err := consumer.Wrap(h, consumer.Recover())(ctx, job)
+	res.Err = err
 	mu.Lock()
 	defer mu.Unlock()
 	ended = true
@@ -188,21 +186,24 @@ func (r *Result) finish(ctx context.Context) {
 // (a transaction reads its own writes). It lists at most 10,000.
 func Enqueued[T jobstage.Args](t testing.TB, tr kv.ReadTransactor, c *jobstage.Client) []*jobstage.Info[T] {
 	t.Helper()
-	var zero T
+	kind, err := jobstage.KindOf[T]()
+	if err != nil {
+		t.Fatalf("jobstagetest: %v", err)
+	}
 	var out []*jobstage.Info[T]
 	cursor := ""
 	for len(out) < 10_000 {
-		page, err := c.Queue().List(context.Background(), tr, zero.Kind(), fdbq.ListOptions{State: fdbq.Pending, Limit: 1000, Cursor: cursor})
+		page, err := c.Queue().List(context.Background(), tr, kind, fdbq.ListOptions{State: fdbq.Pending, Limit: 1000, Cursor: cursor})
 		if errors.Is(err, fdbq.ErrUnknownType) {
 			return nil
 		}
 		if err != nil {
-			t.Fatalf("jobstagetest: list the %s jobs: %v", zero.Kind(), err)
+			t.Fatalf("jobstagetest: list the %s jobs: %v", kind, err)
 		}
 		for _, j := range page.Jobs {
-			i := &jobstage.Info[T]{Job: j}
-			if err := json.Unmarshal(j.Data, &i.Data); err != nil {
-				t.Fatalf("jobstagetest: job %s/%s: data does not decode into %T: %v", j.Type, j.ID, i.Data, err)
+			i, err := jobstage.InfoOf[T](j)
+			if err != nil {
+				t.Fatalf("jobstagetest: %v", err)
 			}
 			out = append(out, i)
 		}
@@ -220,8 +221,8 @@ func RequireEnqueued[T jobstage.Args](t testing.TB, tr kv.ReadTransactor, c *job
 	t.Helper()
 	jobs := Enqueued[T](t, tr, c)
 	if len(jobs) != 1 {
-		var zero T
-		t.Fatalf("jobstagetest: %d pending jobs of kind %s, want 1", len(jobs), zero.Kind())
+		kind, _ := jobstage.KindOf[T]() // Enqueued checked it
+		t.Fatalf("jobstagetest: %d pending jobs of kind %s, want 1", len(jobs), kind)
 	}
 	return jobs[0]
 }

@@ -177,3 +177,25 @@ func TestRunProgressFromGoroutines(t *testing.T) {
 		t.Errorf("%d then %d progress reports, want the handler's 4", n, len(r.Progress))
 	}
 }
+
+// Enqueued decodes as Get does: a job added with no data (null) is its
+// kind's zero value, not a failed test.
+func TestEnqueuedEmptyData(t *testing.T) {
+	c := jobstagetest.Open(t)
+	ctx := context.Background()
+	if _, err := jobstage.Enqueue(ctx, c, Charge{Card: "registers the kind"}, &jobstage.EnqueueOptions{ID: "first"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Queue().Add(ctx, c.DB(), fdbq.NewJob{Type: "charge", ID: "empty"}); err != nil {
+		t.Fatal(err)
+	}
+	jobs := jobstagetest.Enqueued[Charge](t, c.DB(), c)
+	if len(jobs) != 2 {
+		t.Fatalf("%d jobs, want 2", len(jobs))
+	}
+	for _, j := range jobs {
+		if j.ID == "empty" && j.Data != (Charge{}) {
+			t.Errorf("job with no data: %+v", j.Data)
+		}
+	}
+}
