@@ -105,7 +105,8 @@ func work[T Args](c *Client, o *WorkOptions, newConsumer func(consumer.Options, 
 	}
 	p, err := pipeline.From(producer.New(c.q, kind, producer.Options{Logger: c.cfg.Logger})).
 		To(cons).
-		WithOptions(pipeline.Options{BatchFinish: true, Logger: c.cfg.Logger.With("kind", kind), DrainTimeout: c.cfg.DrainTimeout}).
+		// The client runs the monitor (unless Config.NoRecovery says none).
+		WithOptions(pipeline.Options{BatchFinish: true, Logger: c.cfg.Logger.With("kind", kind), DrainTimeout: c.cfg.DrainTimeout, NoRecovery: true}).
 		Build()
 	if err != nil {
 		return fmt.Errorf("jobstage: kind %s: %w", kind, err)

@@ -39,6 +39,16 @@
 // heartbeats of a job type's envelopes come from one consumer.Heartbeater,
 // which renews the leases that fall due together in one transaction.
 //
+// # Crash recovery
+//
+// A pipeline runs the activity monitor (fdbq.Monitor) from Start to Stop:
+// a job whose worker died — this process before a restart, another
+// process — is pending again once its lease has gone unrenewed for the
+// type's activity timeout, and a pipeline works it again. The pipelines
+// of a process that work one queue share one monitor. Options.NoRecovery
+// leaves it out where a monitor runs already: jobstage.Client and
+// `jobstage serve` run their own.
+//
 // # Stopping
 //
 // Stop drains, progressively less gracefully, never losing a job:

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobstage/jobstage/consumer"
+	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/internal/lifecycle"
 	"github.com/jobstage/jobstage/producer"
 )
@@ -48,6 +49,16 @@ type Options struct {
 	// when Stop returns, it was called for every job the pipeline held.
 	// It must not block (metrics.Metrics.Ended counts retries).
 	OnEnded func(*consumer.Envelope)
+	// NoRecovery leaves out the activity monitor (fdbq.Monitor) a
+	// pipeline otherwise runs while it runs: the crash recovery that makes
+	// the jobs of a worker that died (this process, an earlier run of it,
+	// another process) pending again after their activity timeout. Set it
+	// where a monitor runs already (jobstage.Client, `jobstage serve`).
+	// The pipelines of a process that work one queue share one monitor.
+	NoRecovery bool
+	// Monitor configures the monitor a pipeline starts; the pipelines
+	// that share it use the first one's.
+	Monitor fdbq.MonitorOptions
 }
 
 // From starts a pipeline at one or more producers.
@@ -132,6 +143,9 @@ func (b *Builder) Build() (*Pipeline, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.Monitor.Logger == nil {
+		o.Monitor.Logger = o.Logger
+	}
 	pb := *b
 	if pb.dispatcher.kind == partitionDispatch {
 		// Per-key order needs the jobs accepted in index order: a window of
@@ -195,6 +209,12 @@ func (p *Pipeline) start(ctx context.Context) error {
 		}
 		heartbeats[pr.Type()] = hb
 	}
+	q := p.b.producers[0].Queue()
+	if !p.opts.NoRecovery {
+		if err := acquireMonitor(ctx, q, p.opts.Monitor); err != nil {
+			return fmt.Errorf("pipeline: start the activity monitor: %w", err)
+		}
+	}
 	p.heartbeaters = map[string]*consumer.Heartbeater{}
 	for typ, every := range heartbeats {
 		h := consumer.NewHeartbeater(every)
@@ -204,7 +224,6 @@ func (p *Pipeline) start(ctx context.Context) error {
 		p.heartbeaters[typ] = h
 	}
 
-	q := p.b.producers[0].Queue()
 	if p.opts.BatchFinish {
 		p.finisher = consumer.NewBatchFinisher(q, 0)
 		if err := p.finisher.Start(ctx); err != nil {
@@ -431,6 +450,9 @@ func (p *Pipeline) drain(hurry context.Context) error {
 	}
 	for _, h := range p.heartbeaters {
 		errs = append(errs, h.Stop(context.Background()))
+	}
+	if !p.opts.NoRecovery {
+		errs = append(errs, releaseMonitor(context.Background(), p.b.producers[0].Queue()))
 	}
 	return errors.Join(errs...)
 }

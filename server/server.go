@@ -241,7 +241,8 @@ func pipelineConstructor(name string, pc config.Pipeline, drain time.Duration, w
 		p, err := pipeline.From(producer.New(q, pc.Type, producer.Options{Logger: log})).
 			Via(m.Stage()).
 			To(c).
-			WithOptions(pipeline.Options{BatchFinish: true, Logger: log.With("pipeline", name), DrainTimeout: drain, OnEnded: m.Ended}).
+			// The server runs the monitor (fxjobstage.MonitorModule).
+			WithOptions(pipeline.Options{BatchFinish: true, Logger: log.With("pipeline", name), DrainTimeout: drain, OnEnded: m.Ended, NoRecovery: true}).
 			Build()
 		if err != nil {
 			return nil, fmt.Errorf("pipeline %s: %w", name, err)

@@ -1,6 +1,6 @@
 // Command pipeline runs jobs end to end on jobstage's embedded store: it
 // registers a job type, enqueues jobs, runs a pipeline (producer → filter
-// → typed handler) with the activity monitor beside it, waits for the
+// → typed handler) which runs the activity monitor too, waits for the
 // jobs, prints their outcomes and stops gracefully (Ctrl-C stops early,
 // handing unstarted jobs back to pending).
 //
@@ -122,10 +122,9 @@ func run(ctx context.Context, dir string, n int) error {
 	if err != nil {
 		return err
 	}
-	monitor := fdbq.NewMonitor(q, fdbq.MonitorOptions{Logger: logger})
-	if err := monitor.Start(ctx); err != nil {
-		return err
-	}
+	// The pipeline runs the activity monitor while it runs: a job whose
+	// worker died (an earlier run killed mid-job) is pending again after
+	// its activity timeout.
 	if err := p.Start(ctx); err != nil {
 		return err
 	}
@@ -137,9 +136,6 @@ func run(ctx context.Context, dir string, n int) error {
 	defer cancel()
 	if err := p.Stop(stopCtx); err != nil {
 		return fmt.Errorf("stop: %w", err)
-	}
-	if err := monitor.Stop(stopCtx); err != nil {
-		return fmt.Errorf("stop monitor: %w", err)
 	}
 	if waitErr != nil {
 		if ctx.Err() != nil {

@@ -1,0 +1,19 @@
+package pipeline
+
+// MonitorsRunning is how many queues have a monitor that pipelines run.
+func MonitorsRunning() int {
+	monitors.mu.Lock()
+	defer monitors.mu.Unlock()
+	return len(monitors.m)
+}
+
+// MonitorUsers is how many running pipelines share the monitor of the
+// queue of p's first producer.
+func MonitorUsers(p *Pipeline) int {
+	monitors.mu.Lock()
+	defer monitors.mu.Unlock()
+	if s := monitors.m[p.b.producers[0].Queue()]; s != nil {
+		return s.users
+	}
+	return 0
+}
