@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -65,13 +64,14 @@ func (c *Client) EnqueueBatch(ctx context.Context, typ string, jobs []NewJob) ([
 	return out, nil
 }
 
-// checkIDs refuses ids that are not UTF-8, with fdbq's error: JSON cannot
+// checkIDs refuses ids that are not UTF-8, with fdbq's error (an
+// *fdbq.Error of ErrInvalidJob), before any request: JSON cannot
 // carry them (encoding/json would send U+FFFD instead), so the server
 // would store the job under an id other than the caller's.
 func checkIDs(jobs []NewJob) error {
 	for _, j := range jobs {
 		if !utf8.ValidString(j.ID) {
-			return fmt.Errorf("httpapi: %w", fdbq.ValidateID(j.ID))
+			return fdbq.ValidateID(j.ID)
 		}
 	}
 	return nil
@@ -219,13 +219,13 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return fmt.Errorf("httpapi: encoding the %s %s body: %w", method, path, err)
+			return &RequestError{Method: method, Path: path, Stage: StageEncode, Err: err}
 		}
 		rd = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
-		return fmt.Errorf("httpapi: %w", err)
+		return &RequestError{Method: method, Path: path, Stage: StageSend, Err: err}
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -236,7 +236,7 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("httpapi: %s %s: %w", method, path, err)
+		return &RequestError{Method: method, Path: path, Stage: StageSend, Err: err}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
@@ -253,7 +253,7 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 		return nil
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return fmt.Errorf("httpapi: %s %s: decoding the answer: %w", method, path, err)
+		return &RequestError{Method: method, Path: path, Stage: StageDecode, Err: err}
 	}
 	return nil
 }

@@ -183,6 +183,42 @@ func (e *APIError) Error() string {
 	return fmt.Sprintf("httpapi: %d %s: %s", e.Status, e.Code, e.Message)
 }
 
+// RequestError is a request of Client that got no answer to read: it
+// could not be encoded or sent, or the answer did not decode. An answer
+// with an error status is an *APIError instead.
+type RequestError struct {
+	Method string // the request's method
+	Path   string // its path, without the query
+	Stage  string // StageEncode, StageSend or StageDecode
+	Err    error  // what failed: encoding/json's error, the transport's, ctx's
+}
+
+// The stages of a RequestError.
+const (
+	StageEncode = "encode" // the body did not encode as JSON
+	StageSend   = "send"   // the request could not be made, sent, or answered
+	StageDecode = "decode" // a 2xx answer's body did not decode
+)
+
+// Error says the stage, the request and the cause: "httpapi: GET
+// /v1/types: dial tcp …: connection refused".
+func (e *RequestError) Error() string { return "httpapi: " + e.Describe() }
+
+// Describe is Error without the package's name, for a program that
+// reports the failure in its own words (the jobstage client).
+func (e *RequestError) Describe() string {
+	switch e.Stage {
+	case StageEncode:
+		return fmt.Sprintf("encoding the %s %s body: %v", e.Method, e.Path, e.Err)
+	case StageDecode:
+		return fmt.Sprintf("%s %s: decoding the answer: %v", e.Method, e.Path, e.Err)
+	}
+	return fmt.Sprintf("%s %s: %v", e.Method, e.Path, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *RequestError) Unwrap() error { return e.Err }
+
 // Error codes of APIError.Code.
 const (
 	CodeInvalidJSON      = "invalid_json"       // 400: the body is not JSON of the expected shape

@@ -500,13 +500,18 @@ func (c *cli) pauseResume(cmd string, args []string) error {
 	return c.printTypes([]*httpapi.TypeInfo{t})
 }
 
-// apiError explains an error answer of the server in one line.
+// apiError explains a failed request in one line: the server's error
+// answer, or why no answer was read.
 func apiError(err error) string {
 	var ae *httpapi.APIError
 	if errors.As(err, &ae) {
 		return fmt.Sprintf("%s (HTTP %d): %s", ae.Code, ae.Status, ae.Message)
 	}
-	return strings.TrimPrefix(err.Error(), "httpapi: ")
+	var re *httpapi.RequestError
+	if errors.As(err, &re) {
+		return re.Describe()
+	}
+	return err.Error()
 }
 
 // wantsJSON reports whether a command was given --json.
@@ -523,19 +528,20 @@ func wantsJSON(args []string) bool {
 }
 
 // printJSONError writes a failure as the API's error object, with the
-// HTTP status when the server answered.
-func printJSONError(w io.Writer, err error) {
+// HTTP status when the server answered. context, when set, says what the
+// client knows of the failure besides what the error says.
+func printJSONError(w io.Writer, err error, context string) {
 	out := struct {
 		Code    string `json:"error"`
 		Message string `json:"message"`
 		Status  int    `json:"status,omitempty"`
-	}{Code: "client", Message: err.Error()}
+	}{Code: "client", Message: apiError(err)}
 	var ae *httpapi.APIError
 	if errors.As(err, &ae) {
 		out.Code, out.Message, out.Status = ae.Code, ae.Message, ae.Status
-		if msg := err.Error(); !strings.HasPrefix(msg, "httpapi: ") {
-			out.Message = strings.TrimSuffix(msg, ae.Error()) + ae.Message
-		}
+	}
+	if context != "" {
+		out.Message = context + ": " + out.Message
 	}
 	json.NewEncoder(w).Encode(out)
 }

@@ -145,11 +145,14 @@ func run(ctx, force context.Context, args []string, stdin io.Reader, stdout, std
 	case errors.Is(err, errBadFlags):
 		return 2
 	default:
+		context := ""
 		if timedOut(err) && env.requestTimeout != nil {
-			err = fmt.Errorf("the server did not answer within --request-timeout (%s; a long poll gets its wait more): %w", env.requestTimeout, err)
+			context = fmt.Sprintf("the server did not answer within --request-timeout (%s; a long poll gets its wait more)", env.requestTimeout)
 		}
 		if wantsJSON(args) {
-			printJSONError(stderr, err)
+			printJSONError(stderr, err, context)
+		} else if context != "" {
+			fmt.Fprintf(stderr, "jobstage %s: %s: %s\n", args[0], context, apiError(err))
 		} else {
 			fmt.Fprintf(stderr, "jobstage %s: %s\n", args[0], apiError(err))
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -145,6 +146,28 @@ func TestSecondSignalStopsAtOnce(t *testing.T) {
 	}
 }
 
+// A client command against an address where nothing listens says which
+// request got no answer and why, as text and as the API's error object,
+// in the client's words (no Go package's name).
+func TestClientNoServer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	ln.Close()
+	_, errOut, code := runIn(t, "get", "echo", "x", "--server", url)
+	if code != 1 || !strings.HasPrefix(errOut, "jobstage get: GET /v1/types/echo/jobs/x: ") || !strings.Contains(errOut, "connection refused") {
+		t.Errorf("get: exit %d: %s", code, errOut)
+	}
+	_, errOut, code = runIn(t, "get", "echo", "x", "--server", url, "--json")
+	var je struct{ Error, Message string }
+	if err := json.Unmarshal([]byte(errOut), &je); err != nil || code != 1 || je.Error != "client" ||
+		!strings.HasPrefix(je.Message, "GET /v1/types/echo/jobs/x: ") || !strings.Contains(je.Message, "connection refused") {
+		t.Errorf("get --json: exit %d: %v: %s", code, err, errOut)
+	}
+}
+
 // TestClientRequestTimeout: a client command gives up on a server that
 // accepts the connection and never answers, after --request-timeout (on
 // top of the wait for a long poll), and says which flag to change.
@@ -174,6 +197,14 @@ func TestClientRequestTimeout(t *testing.T) {
 		if code != 1 || !strings.Contains(errOut, "--request-timeout") {
 			t.Errorf("%v: exit %d: %s", args, code, errOut)
 		}
+	}
+	// With --json the failure is the API's error object, the flag named
+	// in its message.
+	_, errOut, _ := runIn(t, "types", "--server", url, "--request-timeout", "300ms", "--json")
+	var je struct{ Error, Message string }
+	if err := json.Unmarshal([]byte(errOut), &je); err != nil || je.Error != "client" ||
+		!strings.HasPrefix(je.Message, "the server did not answer within --request-timeout (300ms") || !strings.Contains(je.Message, "GET /v1/types: ") {
+		t.Errorf("types --json against a silent server: %v: %s", err, errOut)
 	}
 	if _, errOut, code := jobstage(t, "", "wait", "echo", "x", "--timeout", "-1s", "--server", url); code != 2 || !strings.Contains(errOut, "--timeout -1s is negative") {
 		t.Errorf("wait --timeout -1s: exit %d: %s", code, errOut)
