@@ -57,12 +57,8 @@ func Example_transaction() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	done, err := jobstage.Wait[Invoice](ctx, c, job.ID)
+	done, receipt, err := jobstage.WaitResult[Invoice, string](ctx, c, job.ID)
 	if err != nil {
-		log.Fatal(err)
-	}
-	var receipt string
-	if err := done.DecodeResult(&receipt); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println(done.Outcome, done.Priority, receipt)

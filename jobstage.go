@@ -153,15 +153,10 @@ func Open(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("jobstage: open store: %w", err)
 	}
 	db := kv.NewDB(backend, kv.Options{})
-	c := &Client{cfg: cfg, db: db, q: fdbq.New(db, fdbq.Options{Logger: cfg.Logger, Now: cfg.Now}), known: map[string]bool{}}
-	if !cfg.NoRecovery {
-		mo := cfg.Monitor
-		if mo.Logger == nil {
-			mo.Logger = cfg.Logger
-		}
-		c.monitor = fdbq.NewMonitor(c.q, mo)
+	if cfg.Monitor.Logger == nil {
+		cfg.Monitor.Logger = cfg.Logger
 	}
-	return c, nil
+	return &Client{cfg: cfg, db: db, q: fdbq.New(db, fdbq.Options{Logger: cfg.Logger, Now: cfg.Now}), known: map[string]bool{}}, nil
 }
 
 // Queue is the jobs layer under the client.
@@ -173,7 +168,8 @@ func (c *Client) DB() *kv.DB { return c.db }
 
 // Start registers the kinds worked, starts the activity monitor (unless
 // Config.NoRecovery) and the pipelines. It fails if the client was
-// started before, or stopped.
+// started before, or stopped. A Start that fails (the store is down, ctx
+// ended) leaves nothing running, and Start may be called again.
 func (c *Client) Start(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -189,10 +185,22 @@ func (c *Client) Start(ctx context.Context) error {
 		}
 		c.known[w.kind] = true
 	}
-	if c.monitor != nil {
-		if err := c.monitor.Start(ctx); err != nil {
-			return err
+	// Pipelines and monitors run once: each Start makes its own, so one
+	// that failed can be tried again.
+	for _, w := range c.workers {
+		p, err := w.build()
+		if err != nil {
+			return fmt.Errorf("jobstage: kind %s: %w", w.kind, err)
 		}
+		w.p = p
+	}
+	c.monitor = nil
+	if !c.cfg.NoRecovery {
+		m := fdbq.NewMonitor(c.q, c.cfg.Monitor)
+		if err := m.Start(ctx); err != nil {
+			return fmt.Errorf("jobstage: start the activity monitor: %w", err)
+		}
+		c.monitor = m
 	}
 	started := []*pipeline.Pipeline{}
 	for _, w := range c.workers {

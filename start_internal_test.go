@@ -82,7 +82,7 @@ func TestStartFailingMidwayStopsWhatStarted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.workers = append(c.workers, &worker{kind: "other", settings: fdbq.DefaultTypeSettings(), p: p})
+	c.workers = append(c.workers, &worker{kind: "other", settings: fdbq.DefaultTypeSettings(), build: func() (*pipeline.Pipeline, error) { return p, nil }})
 
 	if err := c.Start(ctx); err == nil {
 		t.Fatal("Start with a pipeline that cannot start succeeded")
@@ -93,5 +93,65 @@ func TestStartFailingMidwayStopsWhatStarted(t *testing.T) {
 	}
 	if j.State != fdbq.Pending || j.Attempts != 0 {
 		t.Errorf("after the failed Start the job is %s after %d attempts; want pending again, the interrupted attempt not counted", j.State, j.Attempts)
+	}
+}
+
+type echoKind struct{ N int }
+
+func (echoKind) Kind() string { return "echo" }
+
+// A Start that failed can be tried again: the second builds new
+// pipelines and a new monitor (each runs once), and works the jobs.
+func TestStartAgainAfterAFailedStart(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	c, err := Open(context.Background(), Config{Logger: quiet, DrainTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := Work(c, func(ctx context.Context, j *Job[echoKind]) error { return nil }, nil); err != nil {
+		t.Fatal(err)
+	}
+	job, err := Enqueue(context.Background(), c, echoKind{N: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second kind whose pipeline cannot start the first time: its
+	// store is down. It starts after the first kind's pipeline did.
+	mem, err := embedded.Open("", embedded.Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := kv.NewDB(&downBackend{Backend: mem}, kv.Options{RetryLimit: -1})
+	defer down.Close()
+	builds := 0
+	c.workers = append(c.workers, &worker{kind: "other", settings: fdbq.DefaultTypeSettings(), build: func() (*pipeline.Pipeline, error) {
+		builds++
+		q := c.q
+		if builds == 1 {
+			q = fdbq.New(down, fdbq.Options{Logger: quiet})
+		}
+		cons, err := consumer.NewFunc(func(context.Context, *consumer.Job[json.RawMessage]) error { return nil }, consumer.Options{})
+		if err != nil {
+			return nil, err
+		}
+		return pipeline.From(producer.New(q, "other", producer.Options{Logger: quiet})).
+			To(cons).WithOptions(pipeline.Options{Logger: quiet, NoRecovery: true}).Build()
+	}})
+
+	if err := c.Start(context.Background()); !errors.Is(err, errDown) {
+		t.Fatalf("first Start: %v, want the store's error", err)
+	}
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatalf("Start after a failed Start: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	got, err := Wait[echoKind](ctx, c, job.ID)
+	if err != nil || got.Outcome != fdbq.Succeeded || got.Data.N != 1 {
+		t.Fatalf("job after the second Start: %+v, %v", got, err)
+	}
+	if err := c.Start(context.Background()); err == nil {
+		t.Fatal("a third Start, after one that succeeded, succeeded")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jobstage/jobstage/consumer"
@@ -39,11 +40,13 @@ type WorkOptions struct {
 	Timeout time.Duration
 }
 
-// worker is one kind's pipeline, built by Work and run by Start.
+// worker is one kind's pipeline: Work declares it, each Start builds
+// and runs it.
 type worker struct {
 	kind     string
 	settings fdbq.TypeSettings
-	p        *pipeline.Pipeline
+	build    func() (*pipeline.Pipeline, error)
+	p        *pipeline.Pipeline // the last one built
 }
 
 // Work registers h as the handler of T's kind: Start runs a pipeline that
@@ -98,20 +101,25 @@ func work[T Args](c *Client, o *WorkOptions, newConsumer func(consumer.Options, 
 			return fmt.Errorf("jobstage: kind %s has a handler already", kind)
 		}
 	}
-	cons, err := newConsumer(consumer.Options{Name: kind, Concurrency: o.Concurrency, JobTimeout: timeout},
-		consumer.Logging(c.cfg.Logger.With("kind", kind)), consumer.Recover())
-	if err != nil {
+	co := consumer.Options{Name: kind, Concurrency: o.Concurrency, JobTimeout: timeout}
+	log := c.cfg.Logger.With("kind", kind)
+	build := func() (*pipeline.Pipeline, error) {
+		cons, err := newConsumer(co, consumer.Logging(log), consumer.Recover())
+		if err != nil {
+			return nil, err
+		}
+		return pipeline.From(producer.New(c.q, kind, producer.Options{Logger: c.cfg.Logger})).
+			To(cons).
+			// The client runs the monitor (unless Config.NoRecovery says none).
+			WithOptions(pipeline.Options{BatchFinish: true, Logger: log, DrainTimeout: c.cfg.DrainTimeout, NoRecovery: true}).
+			Build()
+	}
+	// Built once now, so that what is wrong with the handler or its
+	// options is Work's error, not Start's.
+	if _, err := build(); err != nil {
 		return fmt.Errorf("jobstage: kind %s: %w", kind, err)
 	}
-	p, err := pipeline.From(producer.New(c.q, kind, producer.Options{Logger: c.cfg.Logger})).
-		To(cons).
-		// The client runs the monitor (unless Config.NoRecovery says none).
-		WithOptions(pipeline.Options{BatchFinish: true, Logger: c.cfg.Logger.With("kind", kind), DrainTimeout: c.cfg.DrainTimeout, NoRecovery: true}).
-		Build()
-	if err != nil {
-		return fmt.Errorf("jobstage: kind %s: %w", kind, err)
-	}
-	c.workers = append(c.workers, &worker{kind: kind, settings: s, p: p})
+	c.workers = append(c.workers, &worker{kind: kind, settings: s, build: build})
 	return nil
 }
 
@@ -122,12 +130,54 @@ type Info[T Args] struct {
 	Data T
 }
 
-// DecodeResult decodes the job's JSON result into v.
+// DecodeResult decodes the job's JSON result into v (ResultOf is its
+// typed form).
 func (i *Info[T]) DecodeResult(v any) error {
-	if len(i.Result) == 0 {
-		return fmt.Errorf("jobstage: job %s/%s has no result", i.Type, i.ID)
+	if err := hasResult(i.Job); err != nil {
+		return err
 	}
 	return json.Unmarshal(i.Result, v)
+}
+
+// OutcomeError is the error of ResultOf and WaitResult for a job that
+// finished without succeeding: Job.Outcome and Job.Error say how.
+type OutcomeError struct{ Job *fdbq.Job }
+
+func (e *OutcomeError) Error() string {
+	msg, _, cut := strings.Cut(e.Job.Error, "\n")
+	if cut {
+		msg += " …"
+	}
+	return fmt.Sprintf("jobstage: job %s/%s finished %s: %s", e.Job.Type, e.Job.ID, e.Job.Outcome, msg)
+}
+
+// hasResult is nil if j is a succeeded job with a stored result, and
+// otherwise says why it has none.
+func hasResult(j *fdbq.Job) error {
+	switch {
+	case j.State != fdbq.Finished:
+		return fmt.Errorf("jobstage: job %s/%s is %s: no result yet", j.Type, j.ID, j.State)
+	case j.Outcome != fdbq.Succeeded:
+		return &OutcomeError{Job: j}
+	case len(j.Result) == 0:
+		return fmt.Errorf("jobstage: job %s/%s succeeded with no result (its handler returns none)", j.Type, j.ID)
+	}
+	return nil
+}
+
+// ResultOf decodes the result of j, a job a WorkResult handler finished,
+// into R. A job with none is an error that says why: not finished yet,
+// finished without succeeding (*OutcomeError), or worked by a handler
+// that returns no result.
+func ResultOf[R any](j *fdbq.Job) (R, error) {
+	var r R
+	if err := hasResult(j); err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal(j.Result, &r); err != nil {
+		return r, fmt.Errorf("jobstage: result of %s/%s does not decode into %T: %w", j.Type, j.ID, r, err)
+	}
+	return r, nil
 }
 
 // InfoOf is j with its data decoded into T, as Get and Wait return it:
@@ -169,4 +219,18 @@ func Wait[T Args](ctx context.Context, c *Client, id string) (*Info[T], error) {
 		return nil, err
 	}
 	return InfoOf[T](j)
+}
+
+// WaitResult waits as Wait does, then decodes the job's result into R
+// (ResultOf): the call that enqueues a job and wants its answer. A job
+// that finished without succeeding is an *OutcomeError, with the job
+// still returned.
+func WaitResult[T Args, R any](ctx context.Context, c *Client, id string) (*Info[T], R, error) {
+	var r R
+	info, err := Wait[T](ctx, c, id)
+	if err != nil {
+		return info, r, err
+	}
+	r, err = ResultOf[R](info.Job)
+	return info, r, err
 }

@@ -1,0 +1,91 @@
+package jobstage_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/jobstage/jobstage"
+	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/jobstagetest"
+)
+
+type Quote struct {
+	Item string `json:"item"`
+}
+
+func (Quote) Kind() string { return "quote" }
+
+type Price struct {
+	Cents int `json:"cents"`
+}
+
+type Ping struct{}
+
+func (Ping) Kind() string { return "ping" }
+
+// WaitResult gives the handler's result typed; a job that has none says
+// why: canceled (an *OutcomeError, with the job), not finished yet,
+// worked by a handler without a result, a result of another shape.
+func TestWaitResult(t *testing.T) {
+	ctx := within(t)
+	c := jobstagetest.Open(t, jobstage.Config{Logger: quiet})
+	if err := jobstage.WorkResult(c, func(ctx context.Context, j *jobstage.Job[Quote]) (Price, error) {
+		if j.Data.Item == "" {
+			return Price{}, jobstage.Cancel("no item\nsecond line")
+		}
+		return Price{Cents: len(j.Data.Item) * 100}, nil
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := jobstage.Work(c, func(context.Context, *jobstage.Job[Ping]) error { return nil }, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	tea, _ := jobstage.Enqueue(ctx, c, Quote{Item: "tea"}, nil)
+	info, price, err := jobstage.WaitResult[Quote, Price](ctx, c, tea.ID)
+	if err != nil || price.Cents != 300 || info.Data.Item != "tea" || info.Outcome != fdbq.Succeeded {
+		t.Fatalf("tea: %+v %+v %v", info, price, err)
+	}
+
+	none, _ := jobstage.Enqueue(ctx, c, Quote{}, nil)
+	info, price, err = jobstage.WaitResult[Quote, Price](ctx, c, none.ID)
+	var oe *jobstage.OutcomeError
+	if !errors.As(err, &oe) || oe.Job.Outcome != fdbq.Canceled || info == nil || info.ID != none.ID || price != (Price{}) ||
+		err.Error() != "jobstage: job quote/"+none.ID+" finished canceled: no item …" {
+		t.Fatalf("canceled: %+v %+v %v", info, price, err)
+	}
+
+	ping, _ := jobstage.Enqueue(ctx, c, Ping{}, nil)
+	pinged, err := jobstage.Wait[Ping](ctx, c, ping.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := jobstage.ResultOf[Price](pinged.Job); err == nil || !strings.Contains(err.Error(), "succeeded with no result") {
+		t.Fatalf("a job of Work: %v", err)
+	}
+	if _, err := jobstage.ResultOf[[]string](info.Job); !errors.As(err, &oe) {
+		t.Fatalf("ResultOf a canceled job: %v", err)
+	}
+	if err := info.DecodeResult(new(Price)); !errors.As(err, &oe) {
+		t.Fatalf("DecodeResult of a canceled job: %v", err)
+	}
+	teaDone, _ := jobstage.Get[Quote](ctx, c, tea.ID)
+	if _, err := jobstage.ResultOf[[]string](teaDone.Job); err == nil || !strings.Contains(err.Error(), "does not decode into []string") {
+		t.Fatalf("a result of another shape: %v", err)
+	}
+
+	// Not finished yet: a kind nobody works.
+	if err := c.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	later, _ := jobstage.Enqueue(ctx, c, Quote{Item: "later"}, nil)
+	pending, _ := jobstage.Get[Quote](ctx, c, later.ID)
+	if _, err := jobstage.ResultOf[Price](pending.Job); err == nil || !strings.Contains(err.Error(), "is pending: no result yet") {
+		t.Fatalf("a pending job: %v", err)
+	}
+}
