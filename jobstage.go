@@ -36,7 +36,7 @@
 // A handler's error fails the attempt, retried under the kind's retry
 // policy; Cancel, Snooze and RetryAt end it otherwise (package consumer
 // has the details). Get and Wait read a job back with its arguments
-// decoded.
+// decoded, WaitResult with its handler's result too.
 //
 // Example_transaction enqueues a job in the transaction that saves an
 // order and reads its result; ExampleSnooze puts a job off. Package
@@ -115,7 +115,8 @@ type Config struct {
 }
 
 // Client is an open store, its queue, the kinds registered with Work and
-// their pipelines, and the activity monitor.
+// their pipelines, and the activity monitor (one for the client: its
+// pipelines do not run their own, see pipeline.Options.NoRecovery).
 type Client struct {
 	cfg     Config
 	db      *kv.DB
