@@ -180,3 +180,50 @@ func TestNewRefusesPanickingKind(t *testing.T) {
 		t.Fatalf("NewFunc with a panicking Kind: %v", err)
 	}
 }
+
+// Data that does not decode into the handler's type cancels the job, and
+// the middleware see that attempt as any other: Metrics counts it,
+// Logging logs it; the handler does not run.
+func TestUndecodableDataRunsTheMiddleware(t *testing.T) {
+	type words struct {
+		N string `json:"n"` // the jobs hold numbers
+	}
+	q := newQueue(t, nil)
+	ls := leases(t, q, 2)
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	var outcomes []string
+	observe := func(typ, outcome string, d time.Duration) { outcomes = append(outcomes, typ+":"+outcome) }
+	mw := []consumer.Middleware{consumer.Logging(log), consumer.Metrics(observe)}
+	ran := 0
+	typed, err := consumer.New(func(ctx context.Context, j *consumer.Job[words]) (string, error) {
+		ran++
+		return "", nil
+	}, consumer.Options{Concurrency: 1}, mw...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	untyped, err := consumer.NewFunc(func(ctx context.Context, j *consumer.Job[words]) error {
+		ran++
+		return nil
+	}, consumer.Options{Concurrency: 1}, mw...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveLeases(t, typed, q, ls[:1], consumer.EnvelopeOptions{})
+	serveLeases(t, untyped, q, ls[1:], consumer.EnvelopeOptions{})
+	if ran != 0 {
+		t.Errorf("the handler ran %d times on data that does not decode", ran)
+	}
+	for _, l := range ls {
+		if j := get(t, q, l.ID); j.Outcome != fdbq.Canceled || !strings.Contains(j.Error, "decode data of t/"+l.ID) {
+			t.Errorf("job %s: %s %q; want canceled for its data", l.ID, j.Outcome, j.Error)
+		}
+	}
+	if got := strings.Join(outcomes, " "); got != "t:canceled t:canceled" {
+		t.Errorf("Metrics observed %q", got)
+	}
+	if n := strings.Count(logs.String(), "decode data of t/"); n != 2 {
+		t.Errorf("Logging logged %d of the 2 cancels:\n%s", n, &logs)
+	}
+}

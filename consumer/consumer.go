@@ -26,6 +26,9 @@ type Job[T any] struct {
 
 	env      *Envelope
 	progress func(ctx context.Context, progress json.RawMessage) error
+	// undecodable is why the job's data did not decode into T: the
+	// attempt then runs the middleware, not the handler, and cancels.
+	undecodable error
 }
 
 // JobOptions make a Job outside a pipeline (NewJob): to run a handler in
@@ -135,7 +138,7 @@ func New[T, R any](h Handler[T, R], o Options, mw ...Middleware) (*Consumer, err
 	if err := checkMiddleware(mw); err != nil {
 		return nil, err
 	}
-	h = Wrap(h, mw...)
+	h = Wrap(decoded(h), mw...)
 	return newConsumer(o, func(ctx context.Context, job *Job[T]) (json.RawMessage, error) {
 		r, err := h(ctx, job)
 		if err != nil {
@@ -153,10 +156,30 @@ func NewFunc[T any](h func(ctx context.Context, job *Job[T]) error, o Options, m
 	if err := checkMiddleware(mw); err != nil {
 		return nil, err
 	}
-	h = wrapFunc(h, mw)
+	handle := h
+	run := wrapFunc(func(ctx context.Context, job *Job[T]) error {
+		if job.undecodable != nil {
+			return Cancel(job.undecodable.Error())
+		}
+		return handle(ctx, job)
+	}, mw)
 	return newConsumer(o, func(ctx context.Context, job *Job[T]) (json.RawMessage, error) {
-		return nil, h(ctx, job)
+		return nil, run(ctx, job)
 	})
+}
+
+// decoded is h for jobs whose data decoded, and a cancel for the others:
+// another attempt would not decode them either. It runs inside the
+// middleware, so that they see the attempt and its outcome (a log line,
+// a count) as they see any other.
+func decoded[T, R any](h Handler[T, R]) Handler[T, R] {
+	return func(ctx context.Context, job *Job[T]) (R, error) {
+		if job.undecodable != nil {
+			var zero R
+			return zero, Cancel(job.undecodable.Error())
+		}
+		return h(ctx, job)
+	}
 }
 
 // dataKind returns the Kind of T's zero value, if T has a Kind method: a
@@ -217,10 +240,7 @@ func (c *Consumer) Options() Options { return c.opts }
 func runTyped[T any](e *Envelope, run func(ctx context.Context, job *Job[T]) (json.RawMessage, error), timeout time.Duration) (result json.RawMessage, err error) {
 	l := e.Lease
 	job := &Job[T]{ID: l.ID, Type: l.Type, Attempt: l.Attempts, Snoozes: l.Snoozes, Priority: l.Priority, ScheduledAt: l.ScheduledAt, Lease: l, env: e}
-	if err := decodeData(job, l.Data); err != nil {
-		// Another attempt would not decode it either.
-		return nil, Cancel(err.Error())
-	}
+	job.undecodable = decodeData(job, l.Data)
 	ctx := e.Context()
 	if timeout > 0 {
 		var cancel context.CancelFunc

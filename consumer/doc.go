@@ -18,7 +18,8 @@
 // A handler chooses another end for its attempt by returning (or
 // wrapping) one of three errors, each an *EndError: Cancel finishes the
 // job canceled whatever attempts it has left (data that does not decode
-// into the handler's type is canceled so); Snooze gives it back to
+// into the handler's type is canceled so, inside the middleware, which
+// see that attempt as any other); Snooze gives it back to
 // pending to run again later, the attempt not counted (Job.Snoozes counts
 // the snoozes); RetryAt fails the attempt but runs the job again at a
 // time of the handler's choosing. AttemptOutcome names how an attempt
