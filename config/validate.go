@@ -358,6 +358,9 @@ func validHeaderName(s string) bool {
 	return true
 }
 
+// validateHTTP checks the HTTP API: a host:port to listen on, which
+// needs tokens unless it is a loopback address, the tokens themselves, the
+// time bounds and TLS.
 func (d *decoder) validateHTTP(h *HTTP) {
 	loopback := false
 	host, port, err := net.SplitHostPort(h.Listen)
@@ -373,6 +376,19 @@ func (d *decoder) validateHTTP(h *HTTP) {
 		loopback = host == "localhost" || ip != nil && ip.IsLoopback()
 	}
 
+	d.validateTokens(h)
+	if err == nil && !loopback && len(h.Tokens) == 0 {
+		d.at(fmt.Sprintf("listening on %s without tokens is refused: add http.tokens, or listen on a loopback address such as 127.0.0.1:8080", h.Listen), "http", "listen")
+	}
+
+	d.validateTimeouts(h)
+	d.validateTLS(h)
+}
+
+// validateTokens checks each API token: a name no other token has, a role,
+// and a secret from exactly one of value_env and value_file, not empty and
+// not another token's. It reads each secret into Value.
+func (d *decoder) validateTokens(h *HTTP) {
 	names := map[string]int{}
 	secrets := map[string]int{}
 	for i := range h.Tokens {
@@ -422,12 +438,12 @@ func (d *decoder) validateHTTP(h *HTTP) {
 			}
 		}
 	}
-	if err == nil && !loopback && len(h.Tokens) == 0 {
-		d.at(fmt.Sprintf("listening on %s without tokens is refused: add http.tokens, or listen on a loopback address such as 127.0.0.1:8080", h.Listen), "http", "listen")
-	}
+}
 
-	d.validateTimeouts(h)
-
+// validateTLS checks that cert_file and key_file are set together, that
+// each can be read, and, when both can, that they make a usable
+// certificate and key.
+func (d *decoder) validateTLS(h *HTTP) {
 	switch tls := h.TLS; {
 	case tls.CertFile != "" && tls.KeyFile == "":
 		d.at("missing key_file (cert_file is set)", "http", "tls")

@@ -88,44 +88,12 @@ func supervise(argv []string) int {
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 
-	p, err := os.StartProcess(argv[0], argv, &os.ProcAttr{
-		Env:   os.Environ(),
-		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
-		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
-	})
+	pid, err := startCommand(argv)
 	if err != nil {
 		report(statusStart, err.Error())
 		return 0
 	}
-	pid := p.Pid
-	_ = p.Release() // the reaper below waits for it, with every other child
-	// The supervisor lets go of the command's stdin and stdout, so that they
-	// close when the command's processes close them (the handler's writer
-	// learns at once that nobody reads stdin); it keeps stderr for its own
-	// errors.
-	if null, err := os.Open(os.DevNull); err == nil {
-		_ = unix.Dup3(int(null.Fd()), 0, 0)
-		_ = unix.Dup3(int(null.Fd()), 1, 0)
-		null.Close()
-	}
-
-	// The reaper waits for any child, the command and the orphans that
-	// become ours alike, until there is none (ECHILD).
-	reapc := make(chan reaped)
-	go func() {
-		defer close(reapc)
-		for {
-			var ws unix.WaitStatus
-			got, err := unix.Wait4(-1, &ws, unix.WALL, nil)
-			if errors.Is(err, unix.EINTR) {
-				continue
-			}
-			if err != nil {
-				return
-			}
-			reapc <- reaped{got, ws}
-		}
-	}()
+	reapc := reap()
 	cut := make(chan struct{})
 	go func() {
 		_, _ = io.Copy(io.Discard, lifeline)
@@ -157,6 +125,53 @@ wait:
 		report(statusExited, strconv.FormatUint(uint64(*exit), 10))
 	}
 	return 0
+}
+
+// startCommand starts the command in a process group of its own, with
+// Pdeathsig set, and returns its pid. The supervisor keeps no handle on
+// it: the reaper waits for it, with every other child. It then lets go of
+// the command's stdin and stdout, so that they close when the command's
+// processes close them (the handler's writer learns at once that nobody
+// reads stdin); it keeps stderr for its own errors.
+func startCommand(argv []string) (int, error) {
+	p, err := os.StartProcess(argv[0], argv, &os.ProcAttr{
+		Env:   os.Environ(),
+		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
+		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+	})
+	if err != nil {
+		return 0, err
+	}
+	pid := p.Pid
+	_ = p.Release() // the reaper waits for it, with every other child
+	if null, err := os.Open(os.DevNull); err == nil {
+		_ = unix.Dup3(int(null.Fd()), 0, 0)
+		_ = unix.Dup3(int(null.Fd()), 1, 0)
+		null.Close()
+	}
+	return pid, nil
+}
+
+// reap starts the reaper, which waits for any child, the command and the
+// orphans that become ours alike, and sends each on the channel reap
+// returns, until there is none (ECHILD): then it closes the channel.
+func reap() <-chan reaped {
+	reapc := make(chan reaped)
+	go func() {
+		defer close(reapc)
+		for {
+			var ws unix.WaitStatus
+			got, err := unix.Wait4(-1, &ws, unix.WALL, nil)
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			if err != nil {
+				return
+			}
+			reapc <- reaped{got, ws}
+		}
+	}()
+	return reapc
 }
 
 // killTree kills every descendant of this process until it has no child

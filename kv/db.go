@@ -150,123 +150,156 @@ func (db *DB) CreateTransaction(ctx context.Context) (Transaction, error) {
 // nothing and pins nothing; a versionstamp taken from tx fails with
 // transaction_cancelled) and the panic goes on with its own value.
 func (db *DB) Transact(ctx context.Context, fn func(Tx) error) error {
-	var (
-		w       onceTx
-		check   []byte // marker of the attempt whose commit result is unknown
-		unknown error  // that attempt's error
-		stamp   Versionstamp
-		// lean: the last attempt was too large with the garbage clears
-		// piggybacked, so the next carries none; bare: it was too large
-		// with its marker alone, so the next carries no marker either,
-		// and an unknown outcome of it cannot be resolved.
-		lean, bare bool
-	)
+	c := &transactCall{db: db, fn: fn}
 	defer func() {
-		w.done = true
+		c.w.done = true
 		// fn panicked: run cancelled the attempt, and the call's
 		// versionstamp fails as a cancelled transaction's does. After a
 		// return it is resolved already and this does nothing.
-		if w.stamp != nil {
-			w.stamp.Resolve(Versionstamp{}, ErrTransactionCancelled.WithDetail("transaction function panicked"))
+		if c.w.stamp != nil {
+			c.w.stamp.Resolve(Versionstamp{}, ErrTransactionCancelled.WithDetail("transaction function panicked"))
 		}
 	}()
-	err := db.run(ctx, func(tx Transaction) error {
-		if check != nil {
-			v, err := tx.Get(check)
-			tx.Cancel()
-			if err != nil {
-				return err
+	err := db.run(ctx, c.attempt)
+	if err != nil && c.unknown != nil {
+		// The call gave up while an attempt's outcome was unknown.
+		err = &UnknownResultError{Err: err, Unknown: c.unknown}
+	}
+	if c.w.stamp != nil {
+		c.w.stamp.Resolve(c.stamp, err)
+	}
+	return err
+}
+
+// transactCall is what one Transact call carries from one attempt to the
+// next: the Tx that fn sees (the same one each attempt, so that a
+// versionstamp taken from it belongs to the call), the marker of an
+// attempt whose outcome is unknown, and how much of kv's own writes the
+// next attempt may carry.
+type transactCall struct {
+	db *DB
+	fn func(Tx) error
+
+	w       onceTx
+	check   []byte       // marker of the attempt whose commit result is unknown
+	unknown error        // that attempt's error
+	stamp   Versionstamp // the versionstamp of the attempt that committed
+	// lean: the last attempt was too large with the garbage clears
+	// piggybacked, so the next carries none; bare: it was too large
+	// with its marker alone, so the next carries no marker either,
+	// and an unknown outcome of it cannot be resolved.
+	lean, bare bool
+}
+
+// attempt is one attempt of the call, run by db.run on a new transaction:
+// the check of an earlier attempt's unknown outcome if there is one, else
+// a run of fn and its commit, with a marker when fn wrote.
+func (c *transactCall) attempt(tx Transaction) error {
+	if c.check != nil {
+		return c.checkUnknown(tx)
+	}
+	c.w.Transaction, c.w.wrote = tx, false
+	if err := c.fn(&c.w); err != nil {
+		tx.Cancel()
+		return err
+	}
+	var (
+		marker []byte
+		taken  [][]byte
+		swept  bool
+		bstamp *Future[Versionstamp]
+	)
+	if c.w.wrote && !c.db.noMarkers && !c.bare {
+		now := time.Now()
+		marker = c.db.marks.newKey(now)
+		tx.SetVersionstampedValue(marker, stampPlaceholder)
+		if !c.lean {
+			taken, swept = c.db.marks.piggyback(tx, now)
+		}
+	}
+	if c.w.stamp != nil {
+		bstamp = tx.Versionstamp()
+	}
+	if err := tx.Commit(); err != nil {
+		c.db.marks.giveBack(taken, swept)
+		return c.commitFailed(err, marker, len(taken) > 0 || swept)
+	}
+	c.db.stats.Commits.Add(1)
+	if marker != nil {
+		c.db.marks.discard(marker)
+	}
+	if bstamp != nil {
+		// Ready by now: the commit succeeded, or the transaction had
+		// nothing to commit (no_commit_version). Not read through ctx:
+		// a context that ended after the commit must not turn a
+		// committed call's versionstamp into an error.
+		<-bstamp.Ready()
+		s, err := bstamp.Get(context.Background())
+		if err != nil {
+			c.w.stamp.Resolve(Versionstamp{}, err)
+		}
+		c.stamp = s
+	}
+	return nil
+}
+
+// checkUnknown is the attempt after one whose commit answered
+// commit_unknown_result: instead of running fn, it reads that attempt's
+// marker, which is there, holding the commit's versionstamp, only if the
+// commit applied.
+func (c *transactCall) checkUnknown(tx Transaction) error {
+	v, err := tx.Get(c.check)
+	tx.Cancel()
+	if err != nil {
+		return err
+	}
+	if v != nil {
+		// The attempt applied: its marker holds its versionstamp.
+		copy(c.stamp[:], v)
+		c.db.marks.discard(c.check)
+		c.db.stats.Commits.Add(1)
+		c.db.stats.UnknownApplied.Add(1)
+		c.check, c.unknown = nil, nil
+		return nil
+	}
+	// It did not apply, and no longer can: run fn afresh. The
+	// check's read ended that transaction; the next attempt begins
+	// at once.
+	c.check, c.unknown = nil, nil
+	return errRunAgain
+}
+
+// commitFailed decides what follows an attempt whose commit failed with
+// err, having written marker (nil when it wrote none) and, if piggybacked,
+// clears of old markers: a leaner attempt at once when kv's additions may
+// have made it too large, the marker's check next when the commit may have
+// applied and the marker can tell, or an UnknownResultError when the
+// outcome can never be learnt. Otherwise err goes back to db.run as it is.
+func (c *transactCall) commitFailed(err error, marker []byte, piggybacked bool) error {
+	switch {
+	case !IsMaybeCommitted(err):
+		if errors.Is(err, ErrTransactionTooLarge) && marker != nil {
+			// What kv added may be what made it too large: the
+			// caller's writes alone may fit. Run fn again with less.
+			if piggybacked {
+				c.lean = true
+			} else {
+				c.bare = true
 			}
-			if v != nil {
-				// The attempt applied: its marker holds its versionstamp.
-				copy(stamp[:], v)
-				db.marks.discard(check)
-				db.stats.Commits.Add(1)
-				db.stats.UnknownApplied.Add(1)
-				check, unknown = nil, nil
-				return nil
-			}
-			// It did not apply, and no longer can: run fn afresh. The
-			// check's read ended that transaction; the next attempt begins
-			// at once.
-			check, unknown = nil, nil
 			return errRunAgain
 		}
-		w.Transaction, w.wrote = tx, false
-		if err := fn(&w); err != nil {
-			tx.Cancel()
-			return err
-		}
-		var (
-			marker []byte
-			taken  [][]byte
-			swept  bool
-			bstamp *Future[Versionstamp]
-		)
-		if w.wrote && !db.noMarkers && !bare {
-			now := time.Now()
-			marker = db.marks.newKey(now)
-			tx.SetVersionstampedValue(marker, stampPlaceholder)
-			if !lean {
-				taken, swept = db.marks.piggyback(tx, now)
-			}
-		}
-		if w.stamp != nil {
-			bstamp = tx.Versionstamp()
-		}
-		if err := tx.Commit(); err != nil {
-			db.marks.giveBack(taken, swept)
-			switch {
-			case !IsMaybeCommitted(err):
-				if errors.Is(err, ErrTransactionTooLarge) && marker != nil {
-					// What kv added may be what made it too large: the
-					// caller's writes alone may fit. Run fn again with less.
-					if len(taken) > 0 || swept {
-						lean = true
-					} else {
-						bare = true
-					}
-					return errRunAgain
-				}
-			case !w.wrote:
-				// Nothing of fn's to apply twice.
-			case marker == nil || ErrorCode(err) == CodeClusterVersionChanged:
-				// No marker to read (an AtMostOnceBackend, which refuses
-				// the retry anyway, or a bare attempt), or a commit that
-				// may still land later: FoundationDB's client answers
-				// cluster_version_changed while the commit it abandoned is
-				// in flight, so a marker read now proves nothing. The
-				// outcome stays unknown.
-				return &UnknownResultError{Err: err, Unknown: err}
-			default:
-				check, unknown = marker, err
-			}
-			return err
-		}
-		db.stats.Commits.Add(1)
-		if marker != nil {
-			db.marks.discard(marker)
-		}
-		if bstamp != nil {
-			// Ready by now: the commit succeeded, or the transaction had
-			// nothing to commit (no_commit_version). Not read through ctx:
-			// a context that ended after the commit must not turn a
-			// committed call's versionstamp into an error.
-			<-bstamp.Ready()
-			s, err := bstamp.Get(context.Background())
-			if err != nil {
-				w.stamp.Resolve(Versionstamp{}, err)
-			}
-			stamp = s
-		}
-		return nil
-	})
-	if err != nil && unknown != nil {
-		// The call gave up while an attempt's outcome was unknown.
-		err = &UnknownResultError{Err: err, Unknown: unknown}
-	}
-	if w.stamp != nil {
-		w.stamp.Resolve(stamp, err)
+	case !c.w.wrote:
+		// Nothing of fn's to apply twice.
+	case marker == nil || ErrorCode(err) == CodeClusterVersionChanged:
+		// No marker to read (an AtMostOnceBackend, which refuses
+		// the retry anyway, or a bare attempt), or a commit that
+		// may still land later: FoundationDB's client answers
+		// cluster_version_changed while the commit it abandoned is
+		// in flight, so a marker read now proves nothing. The
+		// outcome stays unknown.
+		return &UnknownResultError{Err: err, Unknown: err}
+	default:
+		c.check, c.unknown = marker, err
 	}
 	return err
 }

@@ -109,11 +109,21 @@ func New(reg prometheus.Registerer, q *fdbq.Queue) (*Metrics, error) {
 		store:     newStoreCollector(),
 		pipelines: newPipelineCollector(),
 	}
+	if err := m.registerCollectors(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// registerCollectors registers m's collectors with m.reg, the queue's
+// only when m reads a queue, and then the Go runtime's and the process's,
+// unless m.reg has them already.
+func (m *Metrics) registerCollectors() error {
 	cs := []prometheus.Collector{
 		m.enqueued, m.accepted, m.queueWait, m.finished, m.runtime, m.running, m.retried,
 		m.recycled, m.expired, m.skipped, m.httpReqs, m.httpTime, m.pipelines,
 	}
-	if q != nil {
+	if m.q != nil {
 		// The queue collector reports its own scrape errors, after the
 		// read they count, so that a scrape shows the failure it had. It
 		// runs after the store's counters are read, so that a scrape's
@@ -124,19 +134,19 @@ func New(reg prometheus.Registerer, q *fdbq.Queue) (*Metrics, error) {
 		cs = append(cs, m.store)
 	}
 	for _, c := range cs {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("metrics: %w", err)
+		if err := m.reg.Register(c); err != nil {
+			return fmt.Errorf("metrics: %w", err)
 		}
 	}
 	for _, c := range []prometheus.Collector{
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	} {
-		if err := reg.Register(c); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
-			return nil, fmt.Errorf("metrics: %w", err)
+		if err := m.reg.Register(c); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+			return fmt.Errorf("metrics: %w", err)
 		}
 	}
-	return m, nil
+	return nil
 }
 
 // inOrder collects its collectors one after the other (a registry runs

@@ -197,17 +197,9 @@ func (p *Pipeline) Start(ctx context.Context) error {
 func (p *Pipeline) start(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	heartbeats := map[string]time.Duration{}
-	for _, pr := range p.b.producers {
-		info, err := pr.Queue().GetType(ctx, pr.Queue().DB(), pr.Type())
-		if err != nil {
-			return fmt.Errorf("pipeline: producer of %q: %w", pr.Type(), err)
-		}
-		hb := p.opts.Heartbeat
-		if hb <= 0 {
-			hb = info.Settings.ActivityTimeout / 3
-		}
-		heartbeats[pr.Type()] = hb
+	heartbeats, err := p.heartbeatIntervals(ctx)
+	if err != nil {
+		return err
 	}
 	q := p.b.producers[0].Queue()
 	if !p.opts.NoRecovery {
@@ -230,6 +222,54 @@ func (p *Pipeline) start(ctx context.Context) error {
 			return err // not reached: a new finisher starts
 		}
 	}
+	p.startFlow()
+
+	prodCtx, prodStop := context.WithCancel(context.WithoutCancel(ctx))
+	jobCtx, jobCancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	p.prodStop, p.jobCancel = prodStop, jobCancel
+	for _, pr := range p.b.producers {
+		// Several accept loops per producer keep accepts in flight while
+		// one commits: one loop alone delivers at most a batch per commit
+		// latency, however fast the handlers are.
+		for range pr.Acceptors() {
+			p.prodWG.Add(1)
+			go func(pr *producer.Producer) {
+				defer p.prodWG.Done()
+				p.produce(prodCtx, jobCtx, pr, p.heartbeaters[pr.Type()])
+			}(pr)
+		}
+	}
+	return nil
+}
+
+// heartbeatIntervals looks up each producer's job type and returns, by
+// type, how often its jobs' leases are renewed: Options.Heartbeat, else a
+// third of the type's activity timeout. A type that cannot be read (one
+// not registered) fails the start.
+func (p *Pipeline) heartbeatIntervals(ctx context.Context) (map[string]time.Duration, error) {
+	heartbeats := map[string]time.Duration{}
+	for _, pr := range p.b.producers {
+		info, err := pr.Queue().GetType(ctx, pr.Queue().DB(), pr.Type())
+		if err != nil {
+			return nil, fmt.Errorf("pipeline: producer of %q: %w", pr.Type(), err)
+		}
+		hb := p.opts.Heartbeat
+		if hb <= 0 {
+			hb = info.Settings.ActivityTimeout / 3
+		}
+		heartbeats[pr.Type()] = hb
+	}
+	return heartbeats, nil
+}
+
+// startFlow makes the ledger and p.heads, where the producers send the
+// jobs they accept, and starts the goroutines the jobs flow through from
+// there: one per stage, chained in order, one per consumer, and the
+// dispatcher from the last stage to the consumers. The stages and the
+// dispatcher count in p.stageWG, the consumers in p.consWG.
+//
+// REQUIRES: p.mu is held.
+func (p *Pipeline) startFlow() {
 	broadcast := p.b.dispatcher.kind == broadcastDispatch
 	p.ledger = newLedger(len(p.b.consumers), broadcast)
 	capacity := 0
@@ -264,23 +304,6 @@ func (p *Pipeline) start(ctx context.Context) error {
 		defer p.stageWG.Done()
 		p.dispatch(last, ins)
 	}()
-
-	prodCtx, prodStop := context.WithCancel(context.WithoutCancel(ctx))
-	jobCtx, jobCancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	p.prodStop, p.jobCancel = prodStop, jobCancel
-	for _, pr := range p.b.producers {
-		// Several accept loops per producer keep accepts in flight while
-		// one commits: one loop alone delivers at most a batch per commit
-		// latency, however fast the handlers are.
-		for range pr.Acceptors() {
-			p.prodWG.Add(1)
-			go func(pr *producer.Producer) {
-				defer p.prodWG.Done()
-				p.produce(prodCtx, jobCtx, pr, p.heartbeaters[pr.Type()])
-			}(pr)
-		}
-	}
-	return nil
 }
 
 // produce is one producer's loop: reserve demand, accept that many jobs,

@@ -289,32 +289,7 @@ type httpParams struct {
 // serveHTTP starts the HTTP API last and stops it first.
 func (s *Server) serveHTTP(p httpParams) error {
 	hc := p.Config.HTTP
-	tokens := make([]httpapi.Token, 0, len(hc.Tokens))
-	for _, t := range hc.Tokens {
-		tokens = append(tokens, httpapi.Token{Name: t.Name, Role: t.Role, Secret: t.Value})
-	}
-	var metricsHandler http.Handler // none: the endpoint is off (metrics.path: "")
-	if p.Config.Metrics.Path != "" {
-		metricsHandler = p.Metrics.Handler(p.Gatherer)
-	}
-	api, err := httpapi.New(p.Queue, httpapi.Options{
-		Tokens:         tokens,
-		MaxBodyBytes:   hc.MaxBodyBytes,
-		RequestTimeout: hc.RequestTimeout,
-		Logger:         p.Log,
-		Ready: func() error {
-			if !s.ready.Load() {
-				return errors.New("not started, or stopping")
-			}
-			return nil
-		},
-		Metrics:     metricsHandler,
-		MetricsPath: p.Config.Metrics.Path,
-		Observe:     p.Metrics.HTTPObserve,
-		OnEnqueue:   p.Metrics.Enqueued,
-		OnAccept:    p.Metrics.Accepted,
-		OnOutcome:   p.Metrics.ExternalOutcome,
-	})
+	api, err := s.newAPI(p)
 	if err != nil {
 		return err
 	}
@@ -337,18 +312,9 @@ func (s *Server) serveHTTP(p httpParams) error {
 	done := make(chan struct{})
 	p.LC.Append(fx.Hook{
 		OnStart: func(ctx context.Context) error {
-			ln, err := net.Listen("tcp", hc.Listen)
+			ln, err := listenHTTP(hc)
 			if err != nil {
 				return err
-			}
-			ln = httpapi.LimitListener(ln, hc.MaxConnections)
-			if hc.TLS.CertFile != "" {
-				cert, err := tls.LoadX509KeyPair(hc.TLS.CertFile, hc.TLS.KeyFile)
-				if err != nil {
-					ln.Close()
-					return fmt.Errorf("http tls: %w", err)
-				}
-				ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
 			}
 			s.addr.Store(ln.Addr().String())
 			scheme := "http"
@@ -373,6 +339,61 @@ func (s *Server) serveHTTP(p httpParams) error {
 		},
 	})
 	return nil
+}
+
+// newAPI makes the HTTP API's handler from the configuration: its tokens,
+// the metrics endpoint unless metrics.path is "", and readiness from
+// s.ready, so that the API answers not_ready before the server started
+// and once it is stopping.
+func (s *Server) newAPI(p httpParams) (*httpapi.Server, error) {
+	hc := p.Config.HTTP
+	tokens := make([]httpapi.Token, 0, len(hc.Tokens))
+	for _, t := range hc.Tokens {
+		tokens = append(tokens, httpapi.Token{Name: t.Name, Role: t.Role, Secret: t.Value})
+	}
+	var metricsHandler http.Handler // none: the endpoint is off (metrics.path: "")
+	if p.Config.Metrics.Path != "" {
+		metricsHandler = p.Metrics.Handler(p.Gatherer)
+	}
+	return httpapi.New(p.Queue, httpapi.Options{
+		Tokens:         tokens,
+		MaxBodyBytes:   hc.MaxBodyBytes,
+		RequestTimeout: hc.RequestTimeout,
+		Logger:         p.Log,
+		Ready: func() error {
+			if !s.ready.Load() {
+				return errors.New("not started, or stopping")
+			}
+			return nil
+		},
+		Metrics:     metricsHandler,
+		MetricsPath: p.Config.Metrics.Path,
+		Observe:     p.Metrics.HTTPObserve,
+		OnEnqueue:   p.Metrics.Enqueued,
+		OnAccept:    p.Metrics.Accepted,
+		OnOutcome:   p.Metrics.ExternalOutcome,
+	})
+}
+
+// listenHTTP listens on hc.Listen for the HTTP API, with at most
+// hc.MaxConnections connections open at once and TLS when a certificate
+// is configured. A certificate that cannot be loaded closes the listener
+// and fails the start.
+func listenHTTP(hc config.HTTP) (net.Listener, error) {
+	ln, err := net.Listen("tcp", hc.Listen)
+	if err != nil {
+		return nil, err
+	}
+	ln = httpapi.LimitListener(ln, hc.MaxConnections)
+	if hc.TLS.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(hc.TLS.CertFile, hc.TLS.KeyFile)
+		if err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("http tls: %w", err)
+		}
+		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	}
+	return ln, nil
 }
 
 // Grace periods of a stopping HTTP server.

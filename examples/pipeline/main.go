@@ -80,32 +80,13 @@ func run(ctx context.Context, dir string, n int) error {
 		return err
 	}
 
-	// Enqueue in one transaction. Ids are ours, so running the program
-	// again on the same directory enqueues the same jobs again.
-	var jobs []fdbq.NewJob
-	var ids []string
-	for i := range n {
-		id := fmt.Sprintf("img-%03d", i)
-		data, err := json.Marshal(Thumbnail{Image: fmt.Sprintf("photos/%d.jpg", i), Width: 64 * (i % 4)})
-		if err != nil {
-			return err
-		}
-		jobs = append(jobs, fdbq.NewJob{Type: "thumbnail", ID: id, Data: data})
-		ids = append(ids, id)
-	}
-	if _, err := q.AddBatch(ctx, db, jobs); err != nil {
+	ids, err := enqueue(ctx, q, db, n)
+	if err != nil {
 		return err
 	}
 	fmt.Printf("store %s: enqueued %d thumbnail jobs\n", dir, n)
 
-	// The handler sees typed data; its result is stored as JSON. An error
-	// fails the attempt (retried per the type's policy), a panic too.
-	render := func(ctx context.Context, j *consumer.Job[Thumbnail]) (Rendered, error) {
-		if strings.HasSuffix(j.Data.Image, "/7.jpg") && j.Attempt == 1 {
-			return Rendered{}, errors.New("transient failure, retried")
-		}
-		return Rendered{Path: fmt.Sprintf("thumbs/%s.%dw.jpg", j.ID, j.Data.Width), Bytes: j.Data.Width * 100}, nil
-	}
+	// The consumer runs render, four jobs at a time.
 	c, err := consumer.New(render, consumer.Options{Concurrency: 4, MaxDemand: 8, JobTimeout: 5 * time.Second},
 		consumer.Logging(logger), consumer.Recover())
 	if err != nil {
@@ -144,6 +125,44 @@ func run(ctx context.Context, dir string, n int) error {
 		}
 		return waitErr
 	}
+	return printOutcomes(results)
+}
+
+// enqueue adds n thumbnail jobs in one transaction and returns their ids.
+// The ids are ours, so running the program again on the same directory
+// enqueues the same jobs again.
+func enqueue(ctx context.Context, q *fdbq.Queue, db *kv.DB, n int) ([]string, error) {
+	var jobs []fdbq.NewJob
+	var ids []string
+	for i := range n {
+		id := fmt.Sprintf("img-%03d", i)
+		data, err := json.Marshal(Thumbnail{Image: fmt.Sprintf("photos/%d.jpg", i), Width: 64 * (i % 4)})
+		if err != nil {
+			return nil, err
+		}
+		jobs = append(jobs, fdbq.NewJob{Type: "thumbnail", ID: id, Data: data})
+		ids = append(ids, id)
+	}
+	if _, err := q.AddBatch(ctx, db, jobs); err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+// render is the handler of thumbnail jobs. It sees typed data; its result
+// is stored as JSON. An error fails the attempt (retried per the type's
+// policy), a panic too.
+func render(ctx context.Context, j *consumer.Job[Thumbnail]) (Rendered, error) {
+	if strings.HasSuffix(j.Data.Image, "/7.jpg") && j.Attempt == 1 {
+		return Rendered{}, errors.New("transient failure, retried")
+	}
+	return Rendered{Path: fmt.Sprintf("thumbs/%s.%dw.jpg", j.ID, j.Data.Width), Bytes: j.Data.Width * 100}, nil
+}
+
+// printOutcomes prints how each job finished: its outcome, its attempts
+// and the result its handler stored. A job Wait could not report (one
+// removed meanwhile) ends the program with its error.
+func printOutcomes(results []fdbq.WaitResult) error {
 	for _, r := range results {
 		if r.Err != nil {
 			return r.Err

@@ -68,14 +68,7 @@ const hangLimit = time.Minute
 // must stop with it. Run uses t.Run for each check.
 func Run(t *testing.T, name string, newPart func(t *testing.T) Part) {
 	t.Helper()
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv(SeedEnv); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("%s=%q: %v", SeedEnv, s, err)
-		}
-		seed = v
-	}
+	seed := seedOf(t)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("lifecycletest seed: %d (replay with %s=%d)", seed, SeedEnv, seed)
@@ -123,36 +116,7 @@ func Run(t *testing.T, name string, newPart func(t *testing.T) Part) {
 	t.Run("RandomOrders", func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(seed, seed>>1|1))
 		for r := range rounds {
-			p := newPart(t)
-			var started atomic.Int32
-			var wg sync.WaitGroup
-			for g := range goroutines {
-				gr := rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
-				wg.Go(func() {
-					for i := range ops {
-						if t.Failed() {
-							return // one report is enough
-						}
-						if gr.IntN(2) == 0 {
-							err := c.call(t, "start", func() error { return p.Start(context.Background()) })
-							switch {
-							case err == nil:
-								started.Add(1)
-							case !errors.Is(err, lifecycle.ErrStarted) && !errors.Is(err, lifecycle.ErrStopped):
-								t.Errorf("round %d, goroutine %d, op %d: start: %v, want success, ErrStarted or ErrStopped", r, g, i, err)
-							}
-						} else {
-							c.stop(t, p, fmt.Sprintf("round %d, goroutine %d, op %d: stop", r, g, i))
-						}
-					}
-				})
-			}
-			wg.Wait()
-			if n := started.Load(); n > 1 {
-				t.Errorf("round %d: %d starts succeeded on one part", r, n)
-			}
-			c.stop(t, p, fmt.Sprintf("round %d: final stop", r))
-			c.startFails(t, p, lifecycle.ErrStopped, fmt.Sprintf("round %d: start after the final stop", r))
+			c.randomRound(t, r, newPart(t), rng)
 		}
 	})
 	t.Run("NoLeaks", func(t *testing.T) {
@@ -160,7 +124,59 @@ func Run(t *testing.T, name string, newPart func(t *testing.T) Part) {
 	})
 }
 
+// seedOf returns the seed of the random orders: SeedEnv's, else one from
+// the clock.
+func seedOf(t *testing.T) uint64 {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv(SeedEnv); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("%s=%q: %v", SeedEnv, s, err)
+		}
+		seed = v
+	}
+	return seed
+}
+
 type checker struct{ name string }
+
+// randomRound is round r of RandomOrders on the new part p: goroutines,
+// each with its own order drawn from rng, start and stop p at once. Each
+// Start must succeed or fail with ErrStarted or ErrStopped, and at most
+// one may succeed; each Stop must return nil. After them all, a last Stop
+// returns nil and a Start fails with ErrStopped.
+func (c *checker) randomRound(t *testing.T, r int, p Part, rng *rand.Rand) {
+	var started atomic.Int32
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		gr := rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
+		wg.Go(func() {
+			for i := range ops {
+				if t.Failed() {
+					return // one report is enough
+				}
+				if gr.IntN(2) == 0 {
+					err := c.call(t, "start", func() error { return p.Start(context.Background()) })
+					switch {
+					case err == nil:
+						started.Add(1)
+					case !errors.Is(err, lifecycle.ErrStarted) && !errors.Is(err, lifecycle.ErrStopped):
+						t.Errorf("round %d, goroutine %d, op %d: start: %v, want success, ErrStarted or ErrStopped", r, g, i, err)
+					}
+				} else {
+					c.stop(t, p, fmt.Sprintf("round %d, goroutine %d, op %d: stop", r, g, i))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := started.Load(); n > 1 {
+		t.Errorf("round %d: %d starts succeeded on one part", r, n)
+	}
+	c.stop(t, p, fmt.Sprintf("round %d: final stop", r))
+	c.startFails(t, p, lifecycle.ErrStopped, fmt.Sprintf("round %d: start after the final stop", r))
+}
 
 // errHung is call's answer for a call that did not return.
 var errHung = errors.New("lifecycletest: the call hung")

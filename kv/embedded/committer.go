@@ -141,6 +141,64 @@ func (s *Store) commitBatch(batch []*commitReq) {
 	pb := s.db.NewBatch()
 	ov := s.newOverlay()
 	rec := batchRecord{version: version, at: now}
+	accepted, err := s.resolveBatch(batch, results, pb, ov, &rec, now)
+	if err != nil {
+		// Only a broken Pebble batch or read fails here, and the batch
+		// may hold part of this transaction: write nothing of the round.
+		pb.Close()
+		s.failBatch(batch, results, err)
+		return
+	}
+	if len(accepted) == 0 {
+		pb.Close()
+		ov.release()
+		s.answer(batch, results)
+		return
+	}
+	s.res.batches = append(s.res.batches, rec)
+	var vb [8]byte
+	binary.BigEndian.PutUint64(vb[:], version)
+	_ = pb.Set(versionKey, vb[:], nil)
+	if s.opts.NoSync {
+		err = s.db.Apply(pb, pebble.NoSync)
+	} else {
+		err = s.db.ApplyNoSyncWait(pb, pebble.Sync)
+	}
+	if err != nil {
+		pb.Close()
+		s.failBatch(batch, results, kv.ErrCommitUnknownResult.WithDetail("write to the data directory failed: %v", err))
+		return
+	}
+	s.nextVersion++
+	sb := &syncBatch{
+		version:  version,
+		pb:       pb,
+		snap:     s.db.NewSnapshot(),
+		reqs:     batch,
+		results:  results,
+		ov:       ov,
+		accepted: accepted,
+	}
+	// Watches registered by this batch compare against the values right
+	// after it, read now before the next batch lands.
+	sb.watchVals, err = watchValues(ov, accepted)
+	if err != nil {
+		s.markBroken(err)
+	}
+	s.syncCh <- sb
+}
+
+// resolveBatch resolves the batch's transactions in arrival order and
+// applies each survivor's writes to pb and ov under its versionstamp: the
+// batch's version (rec.version) and the survivor's order in the batch. A
+// refused transaction, too old or in conflict, gets its error in results,
+// a survivor its versionstamp; a survivor's writes go into rec and the
+// resolver at once, so that they conflict with the batch's later
+// transactions, and its pending watches read their keys' current values.
+// It returns the survivors. An error is a Pebble batch or read that
+// failed, after which pb may hold part of a transaction.
+func (s *Store) resolveBatch(batch []*commitReq, results []commitResult, pb *pebble.Batch, ov *overlay, rec *batchRecord, now time.Time) ([]*commitReq, error) {
+	version := rec.version
 	order := 0
 	var accepted []*commitReq
 	for i, req := range batch {
@@ -172,54 +230,29 @@ func (s *Store) commitBatch(batch []*commitReq) {
 			}
 		}
 		if err != nil {
-			// Only a broken Pebble batch or read fails here, and the batch
-			// may hold part of this transaction: write nothing of the round.
-			pb.Close()
-			s.failBatch(batch, results, err)
-			return
+			return nil, err
 		}
 		// The transaction's writes now conflict with every later reader,
 		// including later transactions of this batch, and void the skip
 		// entries they fall into before any reader can see them.
-		s.res.record(version, keys, ranges, &rec)
+		s.res.record(version, keys, ranges, rec)
 		s.liveScratch = ov.liveKeys(keys, s.liveScratch[:0])
 		s.skip.invalidate(s.liveScratch, ranges)
 		results[i].stamp = stamp
 		accepted = append(accepted, req)
 	}
-	if len(accepted) == 0 {
-		pb.Close()
-		ov.release()
-		s.answer(batch, results)
-		return
-	}
-	s.res.batches = append(s.res.batches, rec)
-	var vb [8]byte
-	binary.BigEndian.PutUint64(vb[:], version)
-	_ = pb.Set(versionKey, vb[:], nil)
-	var err error
-	if s.opts.NoSync {
-		err = s.db.Apply(pb, pebble.NoSync)
-	} else {
-		err = s.db.ApplyNoSyncWait(pb, pebble.Sync)
-	}
-	if err != nil {
-		pb.Close()
-		s.failBatch(batch, results, kv.ErrCommitUnknownResult.WithDetail("write to the data directory failed: %v", err))
-		return
-	}
-	s.nextVersion++
-	sb := &syncBatch{
-		version:  version,
-		pb:       pb,
-		snap:     s.db.NewSnapshot(),
-		reqs:     batch,
-		results:  results,
-		ov:       ov,
-		accepted: accepted,
-	}
-	// Watches registered by this batch compare against the values right
-	// after it, read now before the next batch lands.
+	return accepted, nil
+}
+
+// watchValues reads from ov, right after a batch, the value of the key of
+// each watch of the accepted transactions: watchVals[i][j] is that of
+// accepted[i].watches[j]. A failed read leaves that value absent and its
+// error (the last, if several) is returned, with all the values.
+func watchValues(ov *overlay, accepted []*commitReq) ([][]ovVal, error) {
+	var (
+		watchVals [][]ovVal
+		err       error
+	)
 	for _, req := range accepted {
 		vals := make([]ovVal, len(req.watches))
 		for j, e := range req.watches {
@@ -229,12 +262,9 @@ func (s *Store) commitBatch(batch []*commitReq) {
 			}
 			vals[j] = ovVal{value: v, exists: ok}
 		}
-		sb.watchVals = append(sb.watchVals, vals)
+		watchVals = append(watchVals, vals)
 	}
-	if err != nil {
-		s.markBroken(err)
-	}
-	s.syncCh <- sb
+	return watchVals, err
 }
 
 // syncLoop waits for each written batch to be durable, in version order,

@@ -174,30 +174,9 @@ func Open(dir string, opts Options) (*Store, error) {
 		Logger:       quietLogger{},
 		MemTableSize: 64 << 20,
 	}
-	if opts.fs != nil {
-		popts.FS = opts.fs
-		dir = ""
-	} else if opts.InMemory {
-		popts.FS = vfs.NewMem()
-		dir = ""
-	} else {
-		if dir == "" {
-			return nil, errors.New("kv/embedded: no data directory given")
-		}
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("kv/embedded: create data directory: %w", err)
-		}
-		lock, err := lockDir(dir)
-		if err != nil {
-			return nil, err
-		}
-		s.lock = lock
-		// Left unset, FS would be Pebble's default: vfs.Default wrapped in
-		// a disk-health checker, whose ticker goroutine only a successful
-		// Open's DB.Close stops, so every failed Open (a corrupt or foreign
-		// directory) would leave one running. The checker's only output is
-		// EventListener.DiskSlow, which the store does not set.
-		popts.FS = vfs.Default
+	dir, err := s.pebbleFS(dir, popts)
+	if err != nil {
+		return nil, err
 	}
 	db, err := pebble.Open(dir, popts)
 	if err != nil {
@@ -226,6 +205,40 @@ func Open(dir string, opts Options) (*Store, error) {
 	go s.commitLoop()
 	go s.syncLoop()
 	return s, nil
+}
+
+// pebbleFS sets the file system Pebble opens the store on and returns the
+// directory to open there: "" for a file system in memory (opts.InMemory,
+// or one a test gave), else dir, created if needed and locked against
+// other Stores. The lock is s.lock, which the caller releases if the open
+// fails later.
+func (s *Store) pebbleFS(dir string, popts *pebble.Options) (string, error) {
+	if s.opts.fs != nil {
+		popts.FS = s.opts.fs
+		return "", nil
+	}
+	if s.opts.InMemory {
+		popts.FS = vfs.NewMem()
+		return "", nil
+	}
+	if dir == "" {
+		return "", errors.New("kv/embedded: no data directory given")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("kv/embedded: create data directory: %w", err)
+	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return "", err
+	}
+	s.lock = lock
+	// Left unset, FS would be Pebble's default: vfs.Default wrapped in
+	// a disk-health checker, whose ticker goroutine only a successful
+	// Open's DB.Close stops, so every failed Open (a corrupt or foreign
+	// directory) would leave one running. The checker's only output is
+	// EventListener.DiskSlow, which the store does not set.
+	popts.FS = vfs.Default
+	return dir, nil
 }
 
 // recover reads the last commit version and checks the format marker.

@@ -440,17 +440,44 @@ func (t *txn) readRangeLocked(r kv.Range, limit int, reverse, snapshot bool) (ou
 		return nil, false, kv.ErrOperationFailed.WithDetail("read range: %v", err)
 	}
 	defer it.Close()
-	var dbOK bool
-	advance := func() bool {
-		if reverse {
-			return it.Prev()
-		}
-		return it.Next()
+	dbOK := t.seekRangeLocked(it, r, reverse)
+	out, err = t.mergeRangeLocked(it, dbOK, ents, limit, reverse)
+	if err != nil {
+		return nil, false, err
 	}
-	var cached []byte
+	if err := it.Error(); err != nil {
+		return nil, false, kv.ErrOperationFailed.WithDetail("read range: %v", err)
+	}
+	hitLimit = limit > 0 && len(out) >= limit
+	if !snapshot {
+		read := r
+		if hitLimit {
+			last := out[len(out)-1].Key
+			if reverse {
+				read = kv.Range{Begin: last, End: r.End}
+			} else {
+				read = kv.Range{Begin: r.Begin, End: kv.KeyAfter(last)}
+			}
+		}
+		t.addReadRangeLocked(read, ents, reverse)
+	}
+	return out, hitLimit, nil
+}
+
+// seekRangeLocked moves it, a snapshot iterator bounded by r, to the first
+// key of a read of r in iteration order and reports whether there is one.
+// A forward read starts past the tombstones the skip cache knows of at
+// r.Begin, and proposes to the cache the first live key it found, so that
+// the next scan from r.Begin may skip to it.
+//
+// REQUIRES: t.mu is held, and t.s.closeMu for reading.
+func (t *txn) seekRangeLocked(it *pebble.Iterator, r kv.Range, reverse bool) bool {
 	if reverse {
-		dbOK = it.Last()
-	} else if start, ok := t.s.skip.seek(r.Begin, t.rv); ok {
+		return it.Last()
+	}
+	var dbOK bool
+	var cached []byte
+	if start, ok := t.s.skip.seek(r.Begin, t.rv); ok {
 		// No live key lies between r.Begin and start at this read
 		// version: seek past the tombstones there (see skipCache).
 		cached = start
@@ -458,16 +485,34 @@ func (t *txn) readRangeLocked(r kv.Range, limit int, reverse, snapshot bool) (ou
 	} else {
 		dbOK = it.First()
 	}
-	if !reverse {
-		// The first live key of the snapshot in r (or r.End: none) is what
-		// the next scan from r.Begin may skip to.
-		first := r.End
-		if dbOK {
-			first = it.Key()
+	// The first live key of the snapshot in r (or r.End: none) is what
+	// the next scan from r.Begin may skip to.
+	first := r.End
+	if dbOK {
+		first = it.Key()
+	}
+	if cached == nil || bytes.Compare(first, cached) > 0 {
+		t.s.skip.propose(r.Begin, first, t.rv)
+	}
+	return dbOK
+}
+
+// mergeRangeLocked reads on from it, positioned by seekRangeLocked (dbOK:
+// on a key), merging the snapshot's keys with the buffered entries ents of
+// the same range in iteration order, and returns at most limit key-values
+// (0: all). A buffered entry shadows the snapshot's key it shares, which
+// is the base of its atomic operations; keys under a buffered clear of a
+// range are skipped. A versionstamped value cannot be read before commit:
+// meeting one fails the read with accessed_unreadable. The caller checks
+// it.Error.
+//
+// REQUIRES: t.mu is held, and t.s.closeMu for reading.
+func (t *txn) mergeRangeLocked(it *pebble.Iterator, dbOK bool, ents []*bufEntry, limit int, reverse bool) (out []kv.KeyValue, err error) {
+	advance := func() bool {
+		if reverse {
+			return it.Prev()
 		}
-		if cached == nil || bytes.Compare(first, cached) > 0 {
-			t.s.skip.propose(r.Begin, first, t.rv)
-		}
+		return it.Next()
 	}
 	// first reports whether key a comes before key b in iteration order.
 	first := func(a []byte, b string) bool {
@@ -493,14 +538,14 @@ func (t *txn) readRangeLocked(r kv.Range, limit int, reverse, snapshot bool) (ou
 					// The iterator's value is valid only until it moves.
 					v, verr := it.ValueAndErr()
 					if verr != nil {
-						return nil, false, kv.ErrOperationFailed.WithDetail("read range: %v", verr)
+						return nil, kv.ErrOperationFailed.WithDetail("read range: %v", verr)
 					}
 					base, baseOK = bytes.Clone(v), true
 				}
 				dbOK = advance()
 			}
 			if e.kind == opVSValue {
-				return nil, false, kv.ErrAccessedUnreadable.WithDetail("key %q has a versionstamped value, unknown until commit", truncate([]byte(e.key)))
+				return nil, kv.ErrAccessedUnreadable.WithDetail("key %q has a versionstamped value, unknown until commit", truncate([]byte(e.key)))
 			}
 			if v, ok := e.resolve(base, baseOK); ok {
 				out = append(out, kv.KeyValue{Key: []byte(e.key), Value: bytes.Clone(v)})
@@ -517,28 +562,12 @@ func (t *txn) readRangeLocked(r kv.Range, limit int, reverse, snapshot bool) (ou
 		}
 		v, verr := it.ValueAndErr()
 		if verr != nil {
-			return nil, false, kv.ErrOperationFailed.WithDetail("read range: %v", verr)
+			return nil, kv.ErrOperationFailed.WithDetail("read range: %v", verr)
 		}
 		out = append(out, kv.KeyValue{Key: bytes.Clone(it.Key()), Value: bytes.Clone(v)})
 		dbOK = advance()
 	}
-	if err := it.Error(); err != nil {
-		return nil, false, kv.ErrOperationFailed.WithDetail("read range: %v", err)
-	}
-	hitLimit = limit > 0 && len(out) >= limit
-	if !snapshot {
-		read := r
-		if hitLimit {
-			last := out[len(out)-1].Key
-			if reverse {
-				read = kv.Range{Begin: last, End: r.End}
-			} else {
-				read = kv.Range{Begin: r.Begin, End: kv.KeyAfter(last)}
-			}
-		}
-		t.addReadRangeLocked(read, ents, reverse)
-	}
-	return out, hitLimit, nil
+	return out, nil
 }
 
 // addReadRangeLocked adds the read conflict ranges of a range read over

@@ -286,26 +286,9 @@ func testCommitOnce(e *env) {
 	const workers, perWorker = 8, 25
 	const n = workers * perWorker
 	var stampsOK, stampsChecked atomic.Int64
-	run := func(worker func(w int) error) {
-		e.Helper()
-		var wg sync.WaitGroup
-		errs := make(chan error, workers)
-		for w := range workers {
-			wg.Go(func() {
-				if err := worker(w); err != nil {
-					errs <- err
-				}
-			})
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			e.Fatal(err)
-		}
-	}
 	before := fb.Counts()
 	statsBefore := db.Stats().UnknownApplied.Load()
-	run(func(w int) error {
+	runWorkers(e, workers, func(w int) error {
 		for i := range perWorker {
 			rec := e.k(fmt.Sprintf("stamp/%d/%d", w, i))
 			var f *kv.Future[kv.Versionstamp]
@@ -337,21 +320,10 @@ func testCommitOnce(e *env) {
 
 	// By hand: the retry loop of a program that does not check.
 	before = fb.Counts()
-	run(func(int) error {
+	runWorkers(e, workers, func(int) error {
 		for range perWorker {
-			for {
-				tx, err := db.CreateTransaction(e.ctx)
-				if err != nil {
-					return err
-				}
-				tx.Add(e.k("naive"), 1)
-				err = tx.Commit()
-				if err == nil {
-					break
-				}
-				if !kv.IsRetryable(err) {
-					return err
-				}
+			if err := addByHand(e.ctx, db, e.k("naive")); err != nil {
+				return err
 			}
 		}
 		return nil
@@ -372,6 +344,47 @@ func testCommitOnce(e *env) {
 	}
 	if stampsChecked.Load() != n || stampsOK.Load() != n {
 		e.Errorf("%d of %d versionstamps checked, %d right", stampsChecked.Load(), n, stampsOK.Load())
+	}
+}
+
+// runWorkers runs worker in workers goroutines, waits for them all and
+// fails the test with the errors they returned: a worker returns its error
+// rather than calling Fatal, which only the test's goroutine may call.
+func runWorkers(e *env, workers int, worker func(w int) error) {
+	e.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Go(func() {
+			if err := worker(w); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		e.Fatal(err)
+	}
+}
+
+// addByHand adds 1 to key in a raw transaction, retrying retryable errors
+// as a program that does not check would: a commit that applied and
+// answered commit_unknown_result is retried, and so applied twice.
+func addByHand(ctx context.Context, db *kv.DB, key []byte) error {
+	for {
+		tx, err := db.CreateTransaction(ctx)
+		if err != nil {
+			return err
+		}
+		tx.Add(key, 1)
+		err = tx.Commit()
+		if err == nil {
+			return nil
+		}
+		if !kv.IsRetryable(err) {
+			return err
+		}
 	}
 }
 

@@ -134,6 +134,7 @@ type serRound struct {
 	muts   []kv.MutationType
 	txs    [][]*serTx // by worker, then by transaction
 	report strings.Builder
+	failed bool // check reported a failure
 }
 
 // testRandomizedSerializability: random contending transactions through
@@ -439,107 +440,24 @@ func (r *serRound) exec(tx kv.Tx, ops []serOp, run *serRun) error {
 func (r *serRound) check() bool {
 	e := r.e
 	e.Helper()
-	ok := true
-	fail := func(format string, args ...any) {
-		e.Helper()
-		ok = false
-		hint := ""
-		if e.f.Faults {
-			hint = "\n(faults are injected: a call whose commit applied, answered commit_unknown_result and was run again " +
-				"also shows up here, as effects the replay lacks; DB.Transact must commit each call at most once)"
-		}
-		e.Errorf("round %d, seed %d: %s%s\n%s", r.round, r.seed, fmt.Sprintf(format, args...), hint, r.replayCommand())
-	}
-
-	records, err := kv.ReadTransact(r.ctx, e.db, func(tx kv.ReadTx) ([]kv.KeyValue, error) {
-		return tx.GetRange(r.rangeOf("t/"), kv.RangeOptions{})
-	})
-	if err != nil {
-		fail("reading the record keys: %v", err)
+	if !r.readRecords() {
 		return false
 	}
-	for _, rec := range records {
-		var w, n int
-		name := r.name(rec.Key)
-		if _, err := fmt.Sscanf(name, "t/%d/%d", &w, &n); err != nil || w < 0 || w >= len(r.txs) || n < 0 || n >= len(r.txs[w]) ||
-			!bytes.Equal(rec.Key, r.recordKey(w, n)) {
-			fail("stray record key %s", name)
-			continue
-		}
-		t := r.txs[w][n]
-		run, size := binary.Uvarint(rec.Value[min(10, len(rec.Value)):])
-		if len(rec.Value) < 10 || size <= 0 || 10+size != len(rec.Value) {
-			fail("transaction %s: record value %x is not a versionstamp and a run number", t.id(), rec.Value)
-			continue
-		}
-		t.committed, t.run = true, int(run)
-		copy(t.stamp[:], rec.Value)
-	}
-
-	var committed []*serTx
-	errs, runs := 0, 0
-	for _, txs := range r.txs {
-		for _, t := range txs {
-			runs += len(t.runs)
-			if t.err != nil {
-				errs++
-				if errs <= 5 {
-					fail("transaction %s: Transact after %d runs: %v (its record key says committed: %t)",
-						t.id(), len(t.runs), t.err, t.committed)
-				}
-			}
-			switch {
-			case !t.committed:
-				if t.err == nil {
-					fail("transaction %s: Transact returned nil after %d runs, but no run's record key is in the store: the commit was lost",
-						t.id(), len(t.runs))
-				}
-				continue
-			case t.run < 1 || t.run > len(t.runs):
-				fail("transaction %s: its record key names run %d, but its function ran %d times", t.id(), t.run, len(t.runs))
-				continue
-			case t.err == nil && t.run != len(t.runs):
-				fail("transaction %s: Transact returned nil after %d runs, but run %d committed (the last run must be the one that commits)",
-					t.id(), len(t.runs), t.run)
-			case t.runs[t.run-1].err != nil:
-				fail("transaction %s: run %d committed although its function failed: %v", t.id(), t.run, t.runs[t.run-1].err)
-				continue
-			}
-			committed = append(committed, t)
-		}
-	}
-	if errs > 5 {
-		fail("%d Transact calls failed in all", errs)
-	}
-	if !ok {
+	committed, runs := r.committedTxs()
+	if r.failed {
 		return false
 	}
 	slices.SortFunc(committed, func(a, b *serTx) int { return bytes.Compare(a.stamp[:], b.stamp[:]) })
 	for i := 1; i < len(committed); i++ {
 		if a, b := committed[i-1], committed[i]; a.stamp == b.stamp {
-			fail("transactions %s and %s committed with the same versionstamp %x", a.id(), b.id(), a.stamp)
+			r.fail("transactions %s and %s committed with the same versionstamp %x", a.id(), b.id(), a.stamp)
 			return false
 		}
 	}
 
-	// Replay.
-	m := serModel{}
-	reads, rangeKVs := 0, 0
-	for pos, t := range committed {
-		run := t.runs[t.run-1]
-		for i, op := range t.ops {
-			if op.isRead() {
-				want := m.read(op)
-				got := run.reads[i]
-				if !serSameRead(got, want, op) {
-					fail("%s", r.explain(committed, pos, i, m))
-					return false
-				}
-				reads++
-				rangeKVs += len(got.kvs)
-			}
-			m.apply(op)
-		}
+	m, reads, rangeKVs, ok := r.replay(committed)
+	if !ok {
+		return false
 	}
 
 	// The store ends where the replay did.
@@ -547,18 +465,138 @@ func (r *serRound) check() bool {
 		return tx.GetRange(r.space, kv.RangeOptions{})
 	})
 	if err != nil {
-		fail("reading the keyspace: %v", err)
+		r.fail("reading the keyspace: %v", err)
 		return false
 	}
 	want := m.read(serOp{kind: serGetRange, r: r.space})
 	if !serSameKVs(final, want.kvs) {
-		fail("after replaying the %d committed transactions in versionstamp order, the store differs from the model:\n%s",
+		r.fail("after replaying the %d committed transactions in versionstamp order, the store differs from the model:\n%s",
 			len(committed), r.explainFinal(committed, final, want.kvs))
 		return false
 	}
 	fmt.Fprintf(&r.report, "%d of %d transactions committed (%d runs), %d reads (%d key-values from ranges) and %d keys at the end match the serial replay",
 		len(committed), serWorkers*serTxs, runs, reads, rangeKVs, len(final))
 	return true
+}
+
+// fail reports a failure of the round, with its seed and how to replay it,
+// and marks the round failed.
+func (r *serRound) fail(format string, args ...any) {
+	e := r.e
+	e.Helper()
+	r.failed = true
+	hint := ""
+	if e.f.Faults {
+		hint = "\n(faults are injected: a call whose commit applied, answered commit_unknown_result and was run again " +
+			"also shows up here, as effects the replay lacks; DB.Transact must commit each call at most once)"
+	}
+	e.Errorf("round %d, seed %d: %s%s\n%s", r.round, r.seed, fmt.Sprintf(format, args...), hint, r.replayCommand())
+}
+
+// readRecords reads the round's record keys and marks each transaction
+// they name committed, with its versionstamp and the run that committed.
+// A record that names no transaction of the round, or whose value is not
+// a versionstamp and a run number, is reported and skipped; false: the
+// records could not be read at all.
+func (r *serRound) readRecords() bool {
+	r.e.Helper()
+	records, err := kv.ReadTransact(r.ctx, r.e.db, func(tx kv.ReadTx) ([]kv.KeyValue, error) {
+		return tx.GetRange(r.rangeOf("t/"), kv.RangeOptions{})
+	})
+	if err != nil {
+		r.fail("reading the record keys: %v", err)
+		return false
+	}
+	for _, rec := range records {
+		var w, n int
+		name := r.name(rec.Key)
+		if _, err := fmt.Sscanf(name, "t/%d/%d", &w, &n); err != nil || w < 0 || w >= len(r.txs) || n < 0 || n >= len(r.txs[w]) ||
+			!bytes.Equal(rec.Key, r.recordKey(w, n)) {
+			r.fail("stray record key %s", name)
+			continue
+		}
+		t := r.txs[w][n]
+		run, size := binary.Uvarint(rec.Value[min(10, len(rec.Value)):])
+		if len(rec.Value) < 10 || size <= 0 || 10+size != len(rec.Value) {
+			r.fail("transaction %s: record value %x is not a versionstamp and a run number", t.id(), rec.Value)
+			continue
+		}
+		t.committed, t.run = true, int(run)
+		copy(t.stamp[:], rec.Value)
+	}
+	return true
+}
+
+// committedTxs holds each Transact call's answer against its record key
+// and returns the calls that committed, unordered, and how many runs of
+// their functions all calls made. A call that returned nil must have
+// committed, by its last run; whichever run committed must be one whose
+// function succeeded. The first five failed calls are reported one by one,
+// the rest only counted.
+func (r *serRound) committedTxs() (committed []*serTx, runs int) {
+	r.e.Helper()
+	errs := 0
+	for _, txs := range r.txs {
+		for _, t := range txs {
+			runs += len(t.runs)
+			if t.err != nil {
+				errs++
+				if errs <= 5 {
+					r.fail("transaction %s: Transact after %d runs: %v (its record key says committed: %t)",
+						t.id(), len(t.runs), t.err, t.committed)
+				}
+			}
+			switch {
+			case !t.committed:
+				if t.err == nil {
+					r.fail("transaction %s: Transact returned nil after %d runs, but no run's record key is in the store: the commit was lost",
+						t.id(), len(t.runs))
+				}
+				continue
+			case t.run < 1 || t.run > len(t.runs):
+				r.fail("transaction %s: its record key names run %d, but its function ran %d times", t.id(), t.run, len(t.runs))
+				continue
+			case t.err == nil && t.run != len(t.runs):
+				r.fail("transaction %s: Transact returned nil after %d runs, but run %d committed (the last run must be the one that commits)",
+					t.id(), len(t.runs), t.run)
+			case t.runs[t.run-1].err != nil:
+				r.fail("transaction %s: run %d committed although its function failed: %v", t.id(), t.run, t.runs[t.run-1].err)
+				continue
+			}
+			committed = append(committed, t)
+		}
+	}
+	if errs > 5 {
+		r.fail("%d Transact calls failed in all", errs)
+	}
+	return committed, runs
+}
+
+// replay runs the committed transactions, in versionstamp order, one after
+// the other on a model of the store, checking each read of the run that
+// committed against the model at that point. It returns the model at the
+// end and how many reads and range key-values it checked; false: a read
+// differed (reported, with the history that explains it).
+func (r *serRound) replay(committed []*serTx) (m serModel, reads, rangeKVs int, ok bool) {
+	r.e.Helper()
+	m = serModel{}
+	for pos, t := range committed {
+		run := t.runs[t.run-1]
+		for i, op := range t.ops {
+			if op.isRead() {
+				want := m.read(op)
+				got := run.reads[i]
+				if !serSameRead(got, want, op) {
+					r.fail("%s", r.explain(committed, pos, i, m))
+					return m, reads, rangeKVs, false
+				}
+				reads++
+				rangeKVs += len(got.kvs)
+			}
+			m.apply(op)
+		}
+	}
+	return m, reads, rangeKVs, true
 }
 
 // serSameRead reports whether a read returned what the model says; an
