@@ -89,3 +89,22 @@ func TestWaitResult(t *testing.T) {
 		t.Fatalf("a pending job: %v", err)
 	}
 }
+
+// A job canceled through the queue before any attempt has no error: its
+// OutcomeError says how it finished, with no empty quote after a colon.
+func TestWaitResultOfAJobCanceledByAnOperator(t *testing.T) {
+	ctx := within(t)
+	c := jobstagetest.Open(t, jobstage.Config{Logger: quiet})
+	j, err := jobstage.Enqueue(ctx, c, Quote{Item: "tea"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Queue().Cancel(ctx, c.DB(), "quote", j.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = jobstage.WaitResult[Quote, Price](ctx, c, j.ID)
+	var oe *jobstage.OutcomeError
+	if !errors.As(err, &oe) || err.Error() != "jobstage: job quote/"+j.ID+" finished canceled" {
+		t.Fatalf("canceled by an operator: %q", err)
+	}
+}

@@ -144,6 +144,11 @@ func (i *Info[T]) DecodeResult(v any) error {
 type OutcomeError struct{ Job *fdbq.Job }
 
 func (e *OutcomeError) Error() string {
+	if e.Job.Error == "" {
+		// Canceled by an operator (Queue.Cancel) before any attempt
+		// failed: there is no error to quote.
+		return fmt.Sprintf("jobstage: job %s/%s finished %s", e.Job.Type, e.Job.ID, e.Job.Outcome)
+	}
 	msg, _, cut := strings.Cut(e.Job.Error, "\n")
 	if cut {
 		msg += " …"

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -240,7 +241,13 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		if err != nil {
+			// The answer was cut short (ctx ended, the connection
+			// dropped): its message is not there to report, and the
+			// cause must stay visible (errors.Is(err, context.Canceled)).
+			return &RequestError{Method: method, Path: path, Stage: StageDecode, Err: fmt.Errorf("reading the HTTP %d answer: %w", resp.StatusCode, err)}
+		}
 		e := &APIError{Status: resp.StatusCode}
 		if json.Unmarshal(b, e) != nil || e.Code == "" {
 			e.Code = http.StatusText(resp.StatusCode)

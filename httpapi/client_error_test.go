@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/httpapi"
@@ -44,5 +45,32 @@ func TestClientRequestErrorFields(t *testing.T) {
 	_, err = httpapi.NewClient(hs.URL, "", hs.Client()).Enqueue(context.Background(), "email", httpapi.NewJob{ID: "\xff"})
 	if !errors.Is(err, fdbq.ErrInvalidJob) || errors.As(err, &re) {
 		t.Fatalf("a non-UTF-8 id: %v", err)
+	}
+}
+
+// An error answer cut short — ctx ends while its body is read — is a
+// *RequestError with the cause, not an *APIError whose message is the
+// fragment read: a caller must see errors.Is(err, context.Canceled).
+func TestClientErrorAnswerCutShort(t *testing.T) {
+	release := make(chan struct{})
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.Write([]byte(`{"error":"unava`))
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer hs.Close()
+	defer close(release)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	time.AfterFunc(200*time.Millisecond, cancel)
+	_, err := httpapi.NewClient(hs.URL, "", hs.Client()).Get(ctx, "email", "j1")
+	var re *httpapi.RequestError
+	var ae *httpapi.APIError
+	if !errors.Is(err, context.Canceled) || !errors.As(err, &re) || errors.As(err, &ae) {
+		t.Fatalf("ctx cancelled while an error answer was read: %T %v", err, err)
 	}
 }

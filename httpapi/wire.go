@@ -172,7 +172,7 @@ type FailRequest struct {
 
 // APIError is an error answer of the API: the HTTP status and the body
 // {"error": Code, "message": Message}. The client returns it for every
-// non-2xx answer.
+// non-2xx answer it read in full (one cut short is a *RequestError).
 type APIError struct {
 	Status  int    `json:"-"`
 	Code    string `json:"error"`
@@ -184,8 +184,9 @@ func (e *APIError) Error() string {
 }
 
 // RequestError is a request of Client that got no answer to read: it
-// could not be encoded or sent, or the answer did not decode. An answer
-// with an error status is an *APIError instead.
+// could not be encoded or sent, or the answer was cut short or did not
+// decode. An answer with an error status, read in full, is an *APIError
+// instead.
 type RequestError struct {
 	Method string // the request's method
 	Path   string // its path, without the query
