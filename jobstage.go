@@ -122,6 +122,9 @@ type Client struct {
 	db      *kv.DB
 	q       *fdbq.Queue
 	monitor *fdbq.Monitor
+	// unadopt ends the monitor's adoption by the pipelines of the queue
+	// (pipeline.AdoptMonitor): one a program builds on Client.Queue joins it.
+	unadopt func()
 
 	mu      sync.Mutex
 	state   int // 0: not started, 1: started, 2: stopped
@@ -201,7 +204,7 @@ func (c *Client) Start(ctx context.Context) error {
 		if err := m.Start(ctx); err != nil {
 			return fmt.Errorf("jobstage: start the activity monitor: %w", err)
 		}
-		c.monitor = m
+		c.monitor, c.unadopt = m, pipeline.AdoptMonitor(c.q, m)
 	}
 	started := []*pipeline.Pipeline{}
 	for _, w := range c.workers {
@@ -217,6 +220,7 @@ func (c *Client) Start(ctx context.Context) error {
 				_ = p.Stop(stopCtx)
 			}
 			if c.monitor != nil {
+				c.unadopt()
 				_ = c.monitor.Stop(stopCtx)
 			}
 			return fmt.Errorf("jobstage: start the pipeline of %s: %w", w.kind, err)
@@ -255,6 +259,7 @@ func (c *Client) Stop(ctx context.Context) error {
 	}
 	wg.Wait()
 	if c.monitor != nil {
+		c.unadopt()
 		if err := c.monitor.Stop(ctx); err != nil {
 			errs = append(errs, err)
 		}

@@ -2,13 +2,18 @@ package jobstage_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/jobstage/jobstage"
+	"github.com/jobstage/jobstage/consumer"
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/jobstagetest"
+	"github.com/jobstage/jobstage/pipeline"
+	"github.com/jobstage/jobstage/producer"
 )
 
 type Quote struct {
@@ -106,5 +111,31 @@ func TestWaitResultOfAJobCanceledByAnOperator(t *testing.T) {
 	var oe *jobstage.OutcomeError
 	if !errors.As(err, &oe) || err.Error() != "jobstage: job quote/"+j.ID+" finished canceled" {
 		t.Fatalf("canceled by an operator: %q", err)
+	}
+}
+
+// A pipeline a program builds on the client's queue, with default
+// options, joins the client's monitor instead of running a second.
+func TestPipelineOnClientQueueJoinsItsMonitor(t *testing.T) {
+	ctx := within(t)
+	c := jobstagetest.Open(t, jobstage.Config{Logger: quiet})
+	if err := c.Queue().DeclareType(ctx, c.DB(), "raw", fdbq.DefaultTypeSettings()); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cons := consumer.Must(consumer.NewFunc(func(context.Context, *consumer.Job[json.RawMessage]) error { return nil }, consumer.Options{}))
+	p, err := pipeline.From(producer.New(c.Queue(), "raw", producer.Options{})).To(cons).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop(ctx)
+	buf := make([]byte, 1<<22)
+	if n := strings.Count(string(buf[:runtime.Stack(buf, true)]), "fdbq.(*Monitor).loop("); n != 1 {
+		t.Fatalf("%d activity monitors run over the client's queue, want 1", n)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/kv"
+	"github.com/jobstage/jobstage/pipeline"
 )
 
 // typesGroup is the fx value group of the declared types.
@@ -61,10 +62,27 @@ type monitorParams struct {
 
 // MonitorModule provides the activity monitor (*fdbq.Monitor, optionally
 // configured by a supplied fdbq.MonitorOptions) and runs it with the
-// application: started with it, stopped with it.
+// application: started with it, stopped with it. The pipelines of the
+// queue started after it join it (pipeline.AdoptMonitor) instead of
+// running their own: give MonitorModule before PipelinesModule.
 var MonitorModule = fx.Module("jobstage.monitor",
 	fx.Provide(func(p monitorParams) *fdbq.Monitor { return fdbq.NewMonitor(p.Queue, p.Options) }),
-	fx.Invoke(func(lc fx.Lifecycle, m *fdbq.Monitor) {
-		lc.Append(fx.Hook{OnStart: m.Start, OnStop: m.Stop})
+	fx.Invoke(func(lc fx.Lifecycle, q *fdbq.Queue, m *fdbq.Monitor) {
+		var release func()
+		lc.Append(fx.Hook{
+			OnStart: func(ctx context.Context) error {
+				if err := m.Start(ctx); err != nil {
+					return err
+				}
+				release = pipeline.AdoptMonitor(q, m)
+				return nil
+			},
+			OnStop: func(ctx context.Context) error {
+				if release != nil {
+					release()
+				}
+				return m.Stop(ctx)
+			},
+		})
 	}),
 )

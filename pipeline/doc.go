@@ -45,9 +45,10 @@
 // a job whose worker died — this process before a restart, another
 // process — is pending again once its lease has gone unrenewed for the
 // type's activity timeout, and a pipeline works it again. The pipelines
-// of a process that work one queue share one monitor. Options.NoRecovery
-// leaves it out where a monitor runs already: jobstage.Client and
-// `jobstage serve` run their own.
+// of a process that work one queue share one monitor, and join one its
+// owner adopted (AdoptMonitor: jobstage.Client and
+// fxjobstage.MonitorModule do) instead of starting their own.
+// Options.NoRecovery leaves it out.
 //
 // # Stopping
 //

@@ -12,7 +12,7 @@ func MonitorsRunning() int {
 func MonitorUsers(p *Pipeline) int {
 	monitors.mu.Lock()
 	defer monitors.mu.Unlock()
-	if s := monitors.m[p.b.producers[0].Queue()]; s != nil {
+	if s := p.monitor; s != nil {
 		return s.users
 	}
 	return 0

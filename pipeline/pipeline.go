@@ -37,7 +37,8 @@ type Options struct {
 	// bounds the whole stop.
 	DrainTimeout time.Duration
 	// Heartbeat is the interval of each accepted job's heartbeat; default a
-	// third of the type's activity timeout.
+	// third of the type's activity timeout. Start refuses one that is not
+	// below the activity timeout of a producer's type.
 	Heartbeat time.Duration
 	// BatchFinish commits outcomes of jobs that end together in one
 	// transaction (consumer.BatchFinisher).
@@ -184,6 +185,7 @@ type Pipeline struct {
 	// type: one goroutine each, not one per job.
 	heartbeaters map[string]*consumer.Heartbeater
 	heads        chan *consumer.Envelope
+	monitor      *sharedMonitor // nil under NoRecovery
 }
 
 // Start starts the pipeline. It looks up the producers' job types (the
@@ -203,9 +205,11 @@ func (p *Pipeline) start(ctx context.Context) error {
 	}
 	q := p.b.producers[0].Queue()
 	if !p.opts.NoRecovery {
-		if err := acquireMonitor(ctx, q, p.opts.Monitor); err != nil {
+		m, err := acquireMonitor(ctx, q, p.opts.Monitor)
+		if err != nil {
 			return fmt.Errorf("pipeline: start the activity monitor: %w", err)
 		}
+		p.monitor = m
 	}
 	p.heartbeaters = map[string]*consumer.Heartbeater{}
 	for typ, every := range heartbeats {
@@ -256,6 +260,11 @@ func (p *Pipeline) heartbeatIntervals(ctx context.Context) (map[string]time.Dura
 		hb := p.opts.Heartbeat
 		if hb <= 0 {
 			hb = info.Settings.ActivityTimeout / 3
+		}
+		if hb >= info.Settings.ActivityTimeout {
+			// The monitor would take every running job back between two
+			// heartbeats, and another worker would run it too.
+			return nil, fmt.Errorf("pipeline: Options.Heartbeat %v is not below the activity timeout %v of type %q: running jobs would be taken back and run twice", hb, info.Settings.ActivityTimeout, pr.Type())
 		}
 		heartbeats[pr.Type()] = hb
 	}
@@ -474,8 +483,8 @@ func (p *Pipeline) drain(hurry context.Context) error {
 	for _, h := range p.heartbeaters {
 		errs = append(errs, h.Stop(context.Background()))
 	}
-	if !p.opts.NoRecovery {
-		errs = append(errs, releaseMonitor(context.Background(), p.b.producers[0].Queue()))
+	if p.monitor != nil {
+		errs = append(errs, p.monitor.release(context.Background()))
 	}
 	return errors.Join(errs...)
 }

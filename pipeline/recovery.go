@@ -7,53 +7,80 @@ import (
 	"github.com/jobstage/jobstage/fdbq"
 )
 
-// monitors are the activity monitors pipelines run, one per queue however
-// many pipelines of the process work it: a second monitor over the same
-// store would only repeat the first one's reads and conflict with its
-// writes.
+// monitors are the activity monitors the pipelines of a process share,
+// one per queue however many pipelines work it: a second monitor over the
+// same store would only repeat the first one's reads and conflict with
+// its writes.
 var monitors = struct {
 	mu sync.Mutex
 	m  map[*fdbq.Queue]*sharedMonitor
 }{m: map[*fdbq.Queue]*sharedMonitor{}}
 
+// sharedMonitor is the monitor of a queue and the running pipelines that
+// use it. A monitor a pipeline started is owned: the last pipeline to
+// stop stops it. One given by AdoptMonitor belongs to its caller.
 type sharedMonitor struct {
+	q     *fdbq.Queue
 	m     *fdbq.Monitor
 	users int
+	owned bool
 }
 
-// acquireMonitor starts the monitor of q, or counts one more user of the
-// one running. o configures a monitor it starts; the pipelines after the
-// first share the first one's.
-func acquireMonitor(ctx context.Context, q *fdbq.Queue, o fdbq.MonitorOptions) error {
+// acquireMonitor joins the monitor the pipelines of q share, or starts
+// one configured by o.
+func acquireMonitor(ctx context.Context, q *fdbq.Queue, o fdbq.MonitorOptions) (*sharedMonitor, error) {
 	monitors.mu.Lock()
 	defer monitors.mu.Unlock()
 	if s := monitors.m[q]; s != nil {
 		s.users++
-		return nil
+		return s, nil
 	}
 	m := fdbq.NewMonitor(q, o)
 	if err := m.Start(ctx); err != nil {
-		return err
+		return nil, err
 	}
-	monitors.m[q] = &sharedMonitor{m: m, users: 1}
+	s := &sharedMonitor{q: q, m: m, users: 1, owned: true}
+	monitors.m[q] = s
+	return s, nil
+}
+
+// release counts one pipeline less, and stops an owned monitor when it
+// was the last.
+func (s *sharedMonitor) release(ctx context.Context) error {
+	monitors.mu.Lock()
+	s.users--
+	last := s.users == 0
+	if last && monitors.m[s.q] == s {
+		delete(monitors.m, s.q)
+	}
+	monitors.mu.Unlock()
+	if last && s.owned {
+		return s.m.Stop(ctx)
+	}
 	return nil
 }
 
-// releaseMonitor counts one user of q's monitor less, and stops it when
-// it was the last.
-func releaseMonitor(ctx context.Context, q *fdbq.Queue) error {
+// AdoptMonitor makes m, a monitor of q that its caller runs, the one the
+// pipelines of q join from now on, instead of starting their own: so a
+// program that runs a monitor of its own (fxjobstage.MonitorModule,
+// jobstage.Client) next to pipelines with default options runs one. The
+// caller starts m before it adopts it and calls release before it stops
+// it; pipelines that joined m and still run keep no monitor of their own
+// after that. A pipeline of q that runs already keeps the monitor it has,
+// so adopt before starting pipelines.
+func AdoptMonitor(q *fdbq.Queue, m *fdbq.Monitor) (release func()) {
 	monitors.mu.Lock()
-	s := monitors.m[q]
-	if s == nil {
-		monitors.mu.Unlock()
-		return nil
+	defer monitors.mu.Unlock()
+	if monitors.m[q] != nil {
+		return func() {}
 	}
-	s.users--
-	if s.users > 0 {
-		monitors.mu.Unlock()
-		return nil
+	s := &sharedMonitor{q: q, m: m}
+	monitors.m[q] = s
+	return func() {
+		monitors.mu.Lock()
+		defer monitors.mu.Unlock()
+		if monitors.m[q] == s {
+			delete(monitors.m, q)
+		}
 	}
-	delete(monitors.m, q)
-	monitors.mu.Unlock()
-	return s.m.Stop(ctx)
 }

@@ -2,6 +2,8 @@ package pipeline_test
 
 import (
 	"context"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,5 +87,83 @@ func stopNow(t *testing.T, p *pipeline.Pipeline) {
 	defer cancel()
 	if err := p.Stop(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// monitorLoops counts the activity monitors running in the process.
+func monitorLoops() int {
+	buf := make([]byte, 1<<22)
+	n := runtime.Stack(buf, true)
+	return strings.Count(string(buf[:n]), "fdbq.(*Monitor).loop(")
+}
+
+// A monitor its owner runs and adopts is the one pipelines of its queue
+// join: they start none, and their stop does not stop it. After its
+// release the next pipeline starts its own again.
+func TestPipelinesJoinAnAdoptedMonitor(t *testing.T) {
+	s := fdbq.DefaultTypeSettings()
+	s.ActivityTimeout = 100 * time.Millisecond
+	e := newEnv(t, envOptions{settings: &s})
+	m := fdbq.NewMonitor(e.q, fdbq.MonitorOptions{Interval: 10 * time.Millisecond})
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Stop(context.Background())
+	release := pipeline.AdoptMonitor(e.q, m)
+
+	// The adopted monitor recovers a dead worker's job for the pipeline.
+	e.add(t, fdbq.NewJob{ID: "orphan"})
+	if ls, err := e.q.Accept(context.Background(), "t", fdbq.AcceptOptions{Max: 1}); err != nil || len(ls) != 1 {
+		t.Fatalf("accept as the worker that dies: %v, %d leases", err, len(ls))
+	}
+	c := consumer.Must(consumer.NewFunc(func(context.Context, *consumer.Job[any]) error { return nil }, consumer.Options{}))
+	p, err := pipeline.From(e.producer(producer.Options{})).To(c).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := monitorLoops(); n != 1 {
+		t.Fatalf("%d monitors run beside the adopted one's pipeline, want 1 (the adopted)", n)
+	}
+	e.waitFinished(t, "orphan")
+	stopNow(t, p)
+	if n := monitorLoops(); n != 1 {
+		t.Fatalf("the pipeline's stop stopped the adopted monitor (%d running)", n)
+	}
+	release()
+	if n := pipeline.MonitorsRunning(); n != 0 {
+		t.Fatalf("%d monitors registered after the release", n)
+	}
+	p2, err := pipeline.From(e.producer(producer.Options{})).To(c).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p2.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := monitorLoops(); n != 2 {
+		t.Fatalf("after the release a pipeline runs %d monitors beside the adopted, want its own 1", n-1)
+	}
+	stopNow(t, p2)
+}
+
+// A heartbeat that is not below the type's activity timeout would have
+// the monitor take running jobs back: Start refuses it, naming both.
+func TestStartRefusesHeartbeatPastTheActivityTimeout(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	c := consumer.Must(consumer.NewFunc(func(context.Context, *consumer.Job[any]) error { return nil }, consumer.Options{}))
+	p, err := pipeline.From(e.producer(producer.Options{})).To(c).
+		WithOptions(pipeline.Options{Heartbeat: fdbq.DefaultActivityTimeout}).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = p.Start(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "Heartbeat 30s is not below the activity timeout 30s") {
+		t.Fatalf("Start with a heartbeat of the activity timeout: %v", err)
+	}
+	if n := pipeline.MonitorsRunning(); n != 0 {
+		t.Fatalf("a refused Start left %d monitors running", n)
 	}
 }
