@@ -28,7 +28,7 @@ func TestClientRequestErrorFields(t *testing.T) {
 	_, err = httpapi.NewClient("http://"+addr, "", nil).Get(context.Background(), "email", "j1")
 	var re *httpapi.RequestError
 	if !errors.As(err, &re) || re.Stage != httpapi.StageSend || re.Method != http.MethodGet || re.Path != "/v1/types/email/jobs/j1" ||
-		!errors.Is(err, syscall.ECONNREFUSED) || !strings.HasPrefix(err.Error(), "httpapi: GET /v1/types/email/jobs/j1: ") {
+		!errors.Is(err, syscall.ECONNREFUSED) || !strings.HasPrefix(err.Error(), "httpapi: GET /v1/types/email/jobs/j1: dial tcp ") {
 		t.Fatalf("nothing listening: %#v (%v)", re, err)
 	}
 

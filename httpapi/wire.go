@@ -2,7 +2,9 @@ package httpapi
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -214,7 +216,13 @@ func (e *RequestError) Describe() string {
 	case StageDecode:
 		return fmt.Sprintf("%s %s: decoding the answer: %v", e.Method, e.Path, e.Err)
 	}
-	return fmt.Sprintf("%s %s: %v", e.Method, e.Path, e.Err)
+	cause := e.Err
+	var ue *url.Error
+	if errors.As(cause, &ue) {
+		// net/http's error names the method and the URL again.
+		cause = ue.Err
+	}
+	return fmt.Sprintf("%s %s: %v", e.Method, e.Path, cause)
 }
 
 // Unwrap returns the cause.

@@ -303,8 +303,8 @@ func (c *cli) enqueueFile(cf *clientFlags, cl *httpapi.Client, typ, path string,
 		}
 		got, err := cl.EnqueueBatch(c.ctx, typ, jobs[i:end])
 		if err != nil {
-			return fmt.Errorf("%d of %d jobs enqueued; jobs %d–%d (lines %d–%d) refused, and the rest not sent (enqueueing the file again resubmits the jobs with ids): %s",
-				i, len(jobs), i+1, end, lines[i], lines[end-1], apiError(err))
+			return &contextError{err: err, context: fmt.Sprintf("%d of %d jobs enqueued; jobs %d–%d (lines %d–%d) refused, and the rest not sent (enqueueing the file again resubmits the jobs with ids)",
+				i, len(jobs), i+1, end, lines[i], lines[end-1])}
 		}
 		i = end
 		done = append(done, got...)
@@ -499,6 +499,16 @@ func (c *cli) pauseResume(cmd string, args []string) error {
 	}
 	return c.printTypes([]*httpapi.TypeInfo{t})
 }
+
+// contextError is a failed request with what the command knows besides:
+// the command reports the context, then the request's error in its words.
+type contextError struct {
+	context string
+	err     error
+}
+
+func (e *contextError) Error() string { return e.context + ": " + e.err.Error() }
+func (e *contextError) Unwrap() error { return e.err }
 
 // apiError explains a failed request in one line: the server's error
 // answer, or why no answer was read.

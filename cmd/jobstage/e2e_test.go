@@ -464,6 +464,14 @@ func TestClientErrors(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "1 of 3 jobs enqueued; jobs 2–2 (lines 3–3) refused") || !strings.Contains(errOut, "too_large (HTTP 413)") {
 		t.Errorf("refused batch: exit %d: %s", code, errOut)
 	}
+	// With --json, the server's code and status, and the batch's context
+	// before its message.
+	os.WriteFile(file, []byte("{\"id\":\"n2\",\"data\":\""+big+"\"}\n"), 0o600)
+	_, errOut, code = jobstage(t, "", "enqueue", "echo", "--file", file, "--json", "--server", s.url)
+	if code != 1 || json.Unmarshal([]byte(errOut), &e) != nil || e.Error != "too_large" || e.Status != 413 ||
+		!strings.HasPrefix(e.Message, "0 of 1 jobs enqueued; jobs 1–1 (lines 1–1) refused") {
+		t.Errorf("refused batch --json: exit %d: %s", code, errOut)
+	}
 	s.stop()
 }
 

@@ -28,6 +28,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -145,16 +146,18 @@ func run(ctx, force context.Context, args []string, stdin io.Reader, stdout, std
 	case errors.Is(err, errBadFlags):
 		return 2
 	default:
-		context := ""
+		var context []string
+		var ce *contextError
+		if errors.As(err, &ce) {
+			context, err = append(context, ce.context), ce.err
+		}
 		if timedOut(err) && env.requestTimeout != nil {
-			context = fmt.Sprintf("the server did not answer within --request-timeout (%s; a long poll gets its wait more)", env.requestTimeout)
+			context = append(context, fmt.Sprintf("the server did not answer within --request-timeout (%s; a long poll gets its wait more)", env.requestTimeout))
 		}
 		if wantsJSON(args) {
-			printJSONError(stderr, err, context)
-		} else if context != "" {
-			fmt.Fprintf(stderr, "jobstage %s: %s: %s\n", args[0], context, apiError(err))
+			printJSONError(stderr, err, strings.Join(context, ": "))
 		} else {
-			fmt.Fprintf(stderr, "jobstage %s: %s\n", args[0], apiError(err))
+			fmt.Fprintf(stderr, "jobstage %s: %s\n", args[0], strings.Join(append(context, apiError(err)), ": "))
 		}
 		return 1
 	}
