@@ -1,6 +1,7 @@
 package kvtest
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -82,6 +83,10 @@ type ProjectionOptions struct {
 	// Immediate splits each window by its own writes instead of the
 	// previous window's: data distribution without lag.
 	Immediate bool
+	// Group, when set, names the part of the keyspace a key belongs to
+	// (a table, an index, a counter), and each window's busiest shard
+	// has its writes broken down by it (ShardWindow.Groups).
+	Group func(key []byte) string
 }
 
 // DefaultShards are the shard counts a Projection projects onto by
@@ -143,6 +148,15 @@ type ShardWindow struct {
 	TopKeyWrites int64
 	// Used is how many shards took any writes.
 	Used int
+	// Groups break the busiest shard's writes down by
+	// ProjectionOptions.Group, most written first (nil without Group).
+	Groups []GroupWrites
+}
+
+// GroupWrites are the writes of one part of the keyspace.
+type GroupWrites struct {
+	Group  string
+	Writes int64
 }
 
 // AddWindow adds one window of the trace: the transactions committed in
@@ -188,7 +202,7 @@ func (p *Projection) AddCounts(counts map[string]int64) {
 		if p.bounds[i] == nil || p.opts.Immediate {
 			p.bounds[i] = split(ks, total, s)
 		}
-		ws.Shards = append(ws.Shards, place(ks, total, p.bounds[i]))
+		ws.Shards = append(ws.Shards, place(ks, total, p.bounds[i], p.opts.Group))
 		if total > 0 {
 			// An empty window tells the distributor nothing: it keeps
 			// the shards it had.
@@ -251,14 +265,18 @@ func after(ks []keyWrites) string {
 	return ks[len(ks)-1].key + "\x00"
 }
 
-// place counts the writes of ks in each shard that bounds make.
-func place(ks []keyWrites, total int64, bounds []string) ShardWindow {
+// place counts the writes of ks in each shard that bounds make; group,
+// when not nil, breaks the busiest shard's down.
+func place(ks []keyWrites, total int64, bounds []string, group func([]byte) string) ShardWindow {
 	sw := ShardWindow{Shards: len(bounds) + 1, Writes: make([]int64, len(bounds)+1)}
 	top := make([]keyWrites, len(bounds)+1)
+	// first[j] is the index in ks of shard j's first key.
+	first := make([]int, len(bounds)+2)
 	shard := 0
-	for _, kw := range ks {
+	for i, kw := range ks {
 		for shard < len(bounds) && bounds[shard] <= kw.key {
 			shard++
+			first[shard] = i
 		}
 		sw.Writes[shard] += kw.n
 		if kw.n > top[shard].n {
@@ -283,7 +301,34 @@ func place(ks []keyWrites, total int64, bounds []string) ShardWindow {
 	if t := top[sw.Busiest]; t.n > 0 {
 		sw.TopKey, sw.TopKeyWrites = []byte(t.key), t.n
 	}
+	for shard < len(bounds) {
+		shard++
+		first[shard] = len(ks)
+	}
+	first[len(bounds)+1] = len(ks)
+	if group != nil {
+		sw.Groups = groups(ks[first[sw.Busiest]:first[sw.Busiest+1]], group)
+	}
 	return sw
+}
+
+// groups sums ks up by group, most written first.
+func groups(ks []keyWrites, group func([]byte) string) []GroupWrites {
+	by := make(map[string]int64)
+	for _, kw := range ks {
+		by[group([]byte(kw.key))] += kw.n
+	}
+	out := make([]GroupWrites, 0, len(by))
+	for g, n := range by {
+		out = append(out, GroupWrites{g, n})
+	}
+	slices.SortFunc(out, func(a, b GroupWrites) int {
+		if a.Writes != b.Writes {
+			return cmp.Compare(b.Writes, a.Writes)
+		}
+		return strings.Compare(a.Group, b.Group)
+	})
+	return out
 }
 
 // ProjectionReport sums a projection up over its windows.
@@ -349,40 +394,61 @@ func spread(xs []float64) Spread {
 	return s
 }
 
-// Table formats the report: for each shard count, the busiest shard's
-// share (largest over the windows, median, and the ideal 1/S), the
-// busiest key's share, and in the window of the busiest shard's largest
-// share, that shard's top key; and last, the busiest key of the window
-// where the busiest key's share was largest. Keys are formatted by
-// formatKey (FormatKey when nil).
+// Table formats the report in Markdown: for each shard count, the busiest
+// shard's share (largest over the windows, median, and the ideal 1/S) and
+// the busiest key's; then, in the window of the busiest shard's largest
+// share, what that shard holds (its groups, when the projection has
+// Group, and its top key); and last, the busiest key of the window where
+// the busiest key's share was largest. Keys are formatted by formatKey
+// (FormatKey when nil).
 func (r ProjectionReport) Table(formatKey func([]byte) string) string {
 	if formatKey == nil {
 		formatKey = FormatKey
 	}
-	pct := func(x float64) string { return strconv.FormatFloat(100*x, 'f', 1, 64) + "%" }
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d windows, %d writes\n\n", len(r.Windows), r.writes())
-	b.WriteString("| S | busiest shard, max | median | ideal | busiest key, max | median | top key of the busiest shard (window of its max) |\n")
+	b.WriteString("| S | busiest shard, max | median | ideal | busiest key, max | median | the busiest shard in the window of its max |\n")
 	b.WriteString("|---:|---:|---:|---:|---:|---:|---|\n")
 	for j, s := range r.Shards {
-		top := "-"
+		holds := "-"
 		if len(r.Windows) > 0 {
-			sw := r.Windows[s.MaxWindow].Shards[j]
-			if sw.TopKey != nil {
-				top = fmt.Sprintf("%s (%s of the shard)", formatKey(sw.TopKey), pct(share(sw.TopKeyWrites, sw.Writes[sw.Busiest])))
-			}
+			holds = r.Windows[s.MaxWindow].Shards[j].describe(formatKey)
 		}
-		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s |\n", s.Shards, pct(s.Max), pct(s.Median),
-			pct(1/float64(s.Shards)), pct(r.Key.Max), pct(r.Key.Median), top)
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s |\n", s.Shards, percent(s.Max), percent(s.Median),
+			percent(1/float64(s.Shards)), percent(r.Key.Max), percent(r.Key.Median), holds)
 	}
 	if len(r.Windows) > 0 {
 		w := r.Windows[r.Key.MaxWindow]
 		if w.BusiestKey != nil {
-			fmt.Fprintf(&b, "\nbusiest key: %s, %s of the writes of window %d\n", formatKey(w.BusiestKey), pct(w.BusiestKeyShare), r.Key.MaxWindow)
+			fmt.Fprintf(&b, "\nbusiest key: %s, %s of the writes of window %d\n", formatKey(w.BusiestKey), percent(w.BusiestKeyShare), r.Key.MaxWindow)
 		}
 	}
 	return b.String()
 }
+
+// describe says what the busiest shard holds: its three largest groups
+// and its top key, with their shares of the shard's writes.
+func (sw ShardWindow) describe(formatKey func([]byte) string) string {
+	n := sw.Writes[sw.Busiest]
+	if n == 0 {
+		return "-"
+	}
+	var parts []string
+	for i, g := range sw.Groups {
+		if i == 3 {
+			parts = append(parts, "…")
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s %s", g.Group, percent(share(g.Writes, n))))
+	}
+	top := fmt.Sprintf("top key %s %s", formatKey(sw.TopKey), percent(share(sw.TopKeyWrites, n)))
+	if len(parts) == 0 {
+		return top
+	}
+	return strings.Join(parts, ", ") + "; " + top
+}
+
+func percent(x float64) string { return strconv.FormatFloat(100*x, 'f', 1, 64) + "%" }
 
 func (r ProjectionReport) writes() int64 {
 	var n int64

@@ -264,3 +264,28 @@ func TestFormatKey(t *testing.T) {
 		}
 	}
 }
+
+func TestProjectionGroupsTheBusiestShard(t *testing.T) {
+	p := kvtest.NewProjection(kvtest.ProjectionOptions{Shards: []int{1, 2}, Group: func(k []byte) string { return string(k[:1]) }})
+	// a: 10 keys × 1, b: 1 key × 20, c: 10 keys × 1 — split in two at b.
+	w := uniform("a", 0, 10)
+	w["b"] = 20
+	for k, n := range uniform("c", 0, 10) {
+		w[k] = n
+	}
+	p.AddCounts(w)
+	r := p.Report()
+	checkSums(t, r)
+	one := r.Windows[0].Shards[0]
+	want := []kvtest.GroupWrites{{"b", 20}, {"a", 10}, {"c", 10}}
+	if fmt.Sprint(one.Groups) != fmt.Sprint(want) {
+		t.Errorf("one shard's groups %v, want %v", one.Groups, want)
+	}
+	two := r.Windows[0].Shards[1]
+	if !near(two.Share, 0.75) || fmt.Sprint(two.Groups) != fmt.Sprint([]kvtest.GroupWrites{{"b", 20}, {"c", 10}}) {
+		t.Errorf("two shards: busiest takes %v with groups %v, want 0.75 of b and c", two.Share, two.Groups)
+	}
+	if table := r.Table(nil); !strings.Contains(table, "b 66.7%, c 33.3%; top key \"b\" 66.7%") {
+		t.Errorf("table does not say what the busiest shard holds:\n%s", table)
+	}
+}
