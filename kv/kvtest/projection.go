@@ -33,8 +33,8 @@ import (
 //     one storage server absorbs, and a write-hot shard that cannot be
 //     split makes that server's queue grow until ratekeeper throttles the
 //     whole cluster (design/hotshard.md in apple/foundationdb).
-//     FoundationDB's data-modelling guidance puts the limit of a key at
-//     some 10 to 100 changes a second before another data model is needed.
+//     FoundationDB's guidance on hot keys is that a key modified more than
+//     some 10 to 100 times a second calls for another data model.
 //   - The distributor reacts to what was written, after the fact: it
 //     measures write bandwidth per shard over a recent period, then splits
 //     and moves data. Keys that sort after everything written so far (an
@@ -54,17 +54,27 @@ import (
 // between two keys, at whichever side of the key that holds a quantile is
 // nearer to it, so a key heavier than a shard's share leaves shards with
 // no writes: the cluster has the teams, but the key's load cannot be
-// shared among them. The first window is split by its own writes, there being no
-// earlier one: its figures are the lag-free best. Options.Immediate splits
-// every window by its own writes, for comparison.
+// shared among them. The first window is split by its own writes, there
+// being no earlier one: its figures are the lag-free best.
+// Options.Immediate splits every window by its own writes, for
+// comparison. The lag of one window stands for the distributor's: the
+// shorter the windows, the quicker the distributor they model.
+//
+// Every write a transaction issues counts. FoundationDB's client may
+// combine a transaction's writes to one key before they reach a storage
+// server, so a key that one transaction writes many times (a counter
+// bumped once per job of a batch) may weigh less on a cluster than here.
 //
 // The figures are ratios of write counts (or of Options.Weight), not
 // rates: a busiest shard's share times the cluster's write rate is what
 // its storage team has to absorb, and 1/share bounds the speed-up that S
-// teams give over one. With S shards the ideal share is 1/S. Bytes stored
-// are not modelled (the distributor balances them by moving shards, which
-// does not change which writes share a shard), nor replication (every
-// team has as many replicas), nor reads.
+// teams give over one. With S shards the ideal share is 1/S. The model
+// is the distributor at its best: each shard on a team of its own. The
+// real one moves shards by bytes stored, not by write traffic, so two hot
+// shards can share a server ("Data Distribution and Movement"), and a
+// cluster can do worse than projected. Bytes stored are not
+// modelled otherwise, nor replication (every team has as many replicas),
+// nor reads.
 type Projection struct {
 	opts    ProjectionOptions
 	bounds  [][]string // per shard count: the split keys for the next window
