@@ -63,7 +63,8 @@ import (
 // Every write a transaction issues counts. FoundationDB's client may
 // combine a transaction's writes to one key before they reach a storage
 // server, so a key that one transaction writes many times (a counter
-// bumped once per job of a batch) may weigh less on a cluster than here.
+// bumped once per job of a batch) may weigh less on a cluster than here;
+// Options.PerTransaction counts such a key once per transaction instead.
 //
 // The figures are ratios of write counts (or of Options.Weight), not
 // rates: a busiest shard's share times the cluster's write rate is what
@@ -93,6 +94,11 @@ type ProjectionOptions struct {
 	// Immediate splits each window by its own writes instead of the
 	// previous window's: data distribution without lag.
 	Immediate bool
+	// PerTransaction counts a key once per transaction that writes it
+	// (with the weight of its first write), as if the client combined a
+	// transaction's writes to one key: the other bound of what a cluster
+	// sees (see Projection).
+	PerTransaction bool
 	// Group, when set, names the part of the keyspace a key belongs to
 	// (a table, an index, a counter), and each window's busiest shard
 	// has its writes broken down by it (ShardWindow.Groups).
@@ -173,13 +179,24 @@ type GroupWrites struct {
 // it, in commit order (as TracingBackend.Take returns them).
 func (p *Projection) AddWindow(txns []Txn) {
 	counts := make(map[string]int64)
+	var seen map[string]bool
+	if p.opts.PerTransaction {
+		seen = make(map[string]bool)
+	}
 	for i := range txns {
+		clear(seen)
 		for _, w := range txns[i].Writes {
 			n := int64(1)
 			if p.opts.Weight != nil {
 				if n = p.opts.Weight(w); n == 0 {
 					continue
 				}
+			}
+			if seen != nil {
+				if seen[string(w.Key)] {
+					continue
+				}
+				seen[string(w.Key)] = true
 			}
 			counts[string(w.Key)] += n
 		}

@@ -222,6 +222,12 @@ func TestProjectionOfATrace(t *testing.T) {
 	if w.Writes != 4 || w.Keys != 3 || string(w.BusiestKey) != "c" || w.BusiestKeyWrites != 2 || !near(w.BusiestKeyShare, 0.5) {
 		t.Errorf("counted %+v, want 4 writes to 3 keys, c twice", w)
 	}
+	once := kvtest.NewProjection(kvtest.ProjectionOptions{Shards: []int{1}, PerTransaction: true})
+	once.AddWindow(append(txns, kvtest.Txn{Writes: []kvtest.Write{{Key: []byte("c")}, {Key: []byte("c")}, {Key: []byte("a")}}}))
+	w = once.Report().Windows[0]
+	if w.Writes != 6 || w.BusiestKeyWrites != 3 || string(w.BusiestKey) != "c" {
+		t.Errorf("counted once per transaction %+v, want 6 writes, c's 3", w)
+	}
 	weighed := kvtest.NewProjection(kvtest.ProjectionOptions{Shards: []int{1}, Weight: func(w kvtest.Write) int64 {
 		if string(w.Key) == "skip" {
 			return 0
