@@ -29,7 +29,9 @@ import (
 // projects 100,000 jobs in windows of 10,000 (by default 20,000 in
 // windows of 2,000). The DB writes commit markers, as it does on
 // FoundationDB; the second table leaves them out, for the jobs layer's
-// own writes. What it asserts is what holds of any layout.
+// own writes, and the third counts a key once per transaction that writes
+// it (kvtest.ProjectionOptions.PerTransaction). What it asserts is what
+// holds of any layout.
 func TestProjectionOneType(t *testing.T) {
 	jobs, window := 20_000, 2_000
 	if v := os.Getenv("JOBSTAGE_PROJECTION_JOBS"); v != "" {
@@ -58,13 +60,15 @@ func TestProjectionOneType(t *testing.T) {
 	}
 	tr.Take() // the type's registration is not a job's
 
-	all := kvtest.NewProjection(kvtest.ProjectionOptions{Group: keySpace})
-	own := kvtest.NewProjection(kvtest.ProjectionOptions{Group: keySpace, Weight: func(w kvtest.Write) int64 {
+	noMarkers := func(w kvtest.Write) int64 {
 		if bytes.HasPrefix(w.Key, kv.DefaultMarkerPrefix) {
 			return 0
 		}
 		return 1
-	}})
+	}
+	all := kvtest.NewProjection(kvtest.ProjectionOptions{Group: keySpace})
+	own := kvtest.NewProjection(kvtest.ProjectionOptions{Group: keySpace, Weight: noMarkers})
+	once := kvtest.NewProjection(kvtest.ProjectionOptions{Group: keySpace, Weight: noMarkers, PerTransaction: true})
 	start := time.Now()
 	for done := 0; done < jobs; done += window {
 		n := min(window, jobs-done)
@@ -77,6 +81,7 @@ func TestProjectionOneType(t *testing.T) {
 		}
 		all.AddWindow(txns)
 		own.AddWindow(txns)
+		once.AddWindow(txns)
 	}
 	elapsed := time.Since(start)
 	if c, err := q.Count(ctx, db, typ, Finished); err != nil || c != int64(jobs) {
@@ -86,7 +91,11 @@ func TestProjectionOneType(t *testing.T) {
 	for _, p := range []struct {
 		name string
 		r    kvtest.ProjectionReport
-	}{{"every write, commit markers included (as on FoundationDB)", all.Report()}, {"the jobs layer's writes (no commit markers)", own.Report()}} {
+	}{
+		{"every write, commit markers included (as on FoundationDB)", all.Report()},
+		{"the jobs layer's writes (no commit markers)", own.Report()},
+		{"the jobs layer's writes, each key once per transaction", once.Report()},
+	} {
 		checkProjection(t, p.r)
 		t.Logf("%d jobs of one type (add, accept, 2 heartbeats, finish), windows of %d jobs; %s:\n%s", jobs, window, p.name, p.r.Table(describeKey))
 	}
