@@ -1,5 +1,7 @@
-// Package kvtest is the conformance suite every kv backend runs, and a
-// fault-injecting backend wrapper for tests of kv and of the layers above.
+// Package kvtest is the conformance suite every kv backend runs, a
+// fault-injecting backend wrapper for tests of kv and of the layers above,
+// and a tracing wrapper with a projection of its traces onto a
+// FoundationDB cluster.
 //
 // A backend's test calls Run (and RunFaulty) with a constructor:
 //
@@ -53,6 +55,18 @@
 // each saw and the final state. JOBSTAGE_SEED replays a seed;
 // JOBSTAGE_KV_SOAK (a duration) repeats rounds with new seeds for soak
 // runs.
+//
+// # Traces and cluster projections
+//
+// TracingBackend wraps any backend and records the writes (key, kind,
+// size) of every transaction that commits, in commit order; Take hands
+// over what committed since the last Take, so a caller cuts its workload
+// into windows (N jobs each, say) by taking the trace between them.
+// Projection reads such windows the way FoundationDB's data distribution
+// would place them on S shards, and reports the share of the writes that
+// the busiest shard and the busiest single key take in each window: what
+// caps a workload's throughput on a cluster of any size. Projection's
+// documentation has the model and FoundationDB's reasons for it.
 //
 // # Examples
 //
