@@ -26,14 +26,14 @@ import (
 //
 //	JOBSTAGE_PROJECTION_JOBS=100000 go test -run TestProjectionOneType -v ./fdbq/
 //
-// projects 100,000 jobs in windows of 10,000 (by default 20,000 in
-// windows of 2,000). The DB writes commit markers, as it does on
+// projects 100,000 jobs in windows of 10,000 (by default 2,000 in
+// windows of 250). The DB writes commit markers, as it does on
 // FoundationDB; the second table leaves them out, for the jobs layer's
 // own writes, and the third counts a key once per transaction that writes
 // it (kvtest.ProjectionOptions.PerTransaction). What it asserts is what
 // holds of any layout.
 func TestProjectionOneType(t *testing.T) {
-	jobs, window := 20_000, 2_000
+	jobs, window := 2_000, 250
 	if v := os.Getenv("JOBSTAGE_PROJECTION_JOBS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
@@ -42,7 +42,7 @@ func TestProjectionOneType(t *testing.T) {
 		jobs, window = n, min(n, 10_000)
 	}
 	if testing.Short() {
-		jobs, window = 2_000, 500
+		jobs, window = 1_000, 250
 	}
 	st, err := embedded.Open("", embedded.Options{InMemory: true})
 	if err != nil {
