@@ -177,14 +177,7 @@ func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lea
 	if err := checkName("type name", typ); err != nil {
 		return nil, err
 	}
-	if o.Max <= 0 {
-		o.Max = 1
-	}
-	fixedWindow := o.Window > 0
-	if !fixedWindow {
-		o.Window = max(4*o.Max, DefaultWindow)
-	}
-	o.Window = min(max(o.Window, o.Max), maxWindow)
+	o, fixedWindow := o.withDefaults()
 	var deadline <-chan time.Time
 	if o.Timeout > 0 {
 		t := time.NewTimer(o.Timeout)
@@ -204,20 +197,7 @@ func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lea
 		if o.Group != nil && !fixedWindow {
 			o.Window = min(max(DefaultWindow, o.Max+o.Group.held()), maxWindow)
 		}
-		// The jobs this accept's current attempt holds in its group; an
-		// attempt that failed lets go of its picks before the retry picks
-		// again, and the accept lets go once its commit is done.
-		var held []heldJob
-		res, err := kv.Transact(ctx, q.db, func(tx kv.Tx) (*acceptResult, error) {
-			if o.Group != nil {
-				o.Group.release(held)
-				held = held[:0]
-			}
-			return q.acceptTx(tx, typ, o, lock, claimMs, wait, &held)
-		})
-		if o.Group != nil {
-			o.Group.release(held)
-		}
+		res, err := q.acceptCommit(ctx, typ, o, lock, claimMs, wait)
 		if err != nil {
 			return nil, err
 		}
@@ -243,57 +223,108 @@ func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lea
 		if !wait {
 			return nil, nil
 		}
-		if res.groupWake != nil {
-			// Every due job is held by another accept of the group, which
-			// will commit (they are gone) or fail (they are free again):
-			// look again when it lets go.
-			select {
-			case <-res.groupWake:
-				continue
-			case <-deadline:
-				return nil, nil
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
+		if again, err := q.acceptWait(ctx, res, deadline, &rewatch); !again {
+			return nil, err
 		}
-		if res.watch == nil {
-			// A retry found the claim of an attempt that did commit, but
-			// its jobs were taken from it meanwhile (canceled, removed):
-			// there is nothing to return and no watch was set, so look
-			// again under a new lock.
-			continue
-		}
-		var timer <-chan time.Time
-		stopTimer := func() {}
-		if res.next > 0 {
-			t := time.NewTimer(timerMs(res.next - q.nowMs()))
-			// Stopped each time round rather than deferred, so a long
-			// wait woken many times does not pile up deferred calls.
-			timer, stopTimer = t.C, func() { t.Stop() }
-		}
-		select {
-		case <-res.watch.Ready():
-			stopTimer()
-			if err := rewatch.after(ctx, res.watch, deadline); err != nil {
-				if errors.Is(err, errWaitDeadline) {
-					return nil, nil
-				}
-				return nil, err
-			}
-			continue
-		case <-timer:
-			res.watch.Cancel()
-		case <-deadline:
-			stopTimer()
-			res.watch.Cancel()
-			return nil, nil
-		case <-ctx.Done():
-			stopTimer()
-			res.watch.Cancel()
-			return nil, ctx.Err()
-		}
-		stopTimer()
 	}
+}
+
+// withDefaults fills in the Max and Window that o leaves unset, and
+// reports whether the caller fixed the window: one it did not is sized
+// afresh before each read of an accept with a group, by what the group's
+// other accepts hold.
+func (o AcceptOptions) withDefaults() (AcceptOptions, bool) {
+	if o.Max <= 0 {
+		o.Max = 1
+	}
+	fixedWindow := o.Window > 0
+	if !fixedWindow {
+		o.Window = max(4*o.Max, DefaultWindow)
+	}
+	o.Window = min(max(o.Window, o.Max), maxWindow)
+	return o, fixedWindow
+}
+
+// acceptCommit runs one accept's transaction, every attempt of it under
+// the same lock and claim key (see Accept). With a group, the jobs the
+// current attempt picked are held there: an attempt that failed lets go of
+// its picks before the retry picks again, and the accept lets go once its
+// commit is done, whatever its outcome, so that the group's other accepts
+// may pick those jobs (gone if it committed, free again if not).
+func (q *Queue) acceptCommit(ctx context.Context, typ string, o AcceptOptions, lock string, claimMs int64, wait bool) (*acceptResult, error) {
+	var held []heldJob
+	res, err := kv.Transact(ctx, q.db, func(tx kv.Tx) (*acceptResult, error) {
+		if o.Group != nil {
+			o.Group.release(held)
+			held = held[:0]
+		}
+		return q.acceptTx(tx, typ, o, lock, claimMs, wait, &held)
+	})
+	if o.Group != nil {
+		o.Group.release(held)
+	}
+	return res, err
+}
+
+// acceptWait blocks a waiting accept that found no job (res) until it
+// should read again (true), or until its deadline (false, nil) or ctx
+// (false, ctx's error) ends the wait, or its watch failed in a way that
+// reading again would not mend (false and the error). It wakes when the
+// group lets go of the jobs res found held, or else when the type's watch
+// key changes or, with res.next, the next scheduled job is due. It cancels
+// the watch on every way out except a watch that fired, which is done.
+func (q *Queue) acceptWait(ctx context.Context, res *acceptResult, deadline <-chan time.Time, rewatch *watchRetry) (bool, error) {
+	if res.groupWake != nil {
+		// Every due job is held by another accept of the group, which
+		// will commit (they are gone) or fail (they are free again):
+		// look again when it lets go.
+		select {
+		case <-res.groupWake:
+			return true, nil
+		case <-deadline:
+			return false, nil
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+	if res.watch == nil {
+		// A retry found the claim of an attempt that did commit, but
+		// its jobs were taken from it meanwhile (canceled, removed):
+		// there is nothing to return and no watch was set, so look
+		// again under a new lock.
+		return true, nil
+	}
+	var timer <-chan time.Time
+	stopTimer := func() {}
+	if res.next > 0 {
+		t := time.NewTimer(timerMs(res.next - q.nowMs()))
+		// Stopped before the backoff of a failed watch too, rather than
+		// deferred to the return after it.
+		timer, stopTimer = t.C, func() { t.Stop() }
+	}
+	select {
+	case <-res.watch.Ready():
+		stopTimer()
+		if err := rewatch.after(ctx, res.watch, deadline); err != nil {
+			if errors.Is(err, errWaitDeadline) {
+				return false, nil
+			}
+			return false, err
+		}
+		return true, nil
+	case <-timer:
+		res.watch.Cancel()
+	case <-deadline:
+		stopTimer()
+		res.watch.Cancel()
+		return false, nil
+	case <-ctx.Done():
+		stopTimer()
+		res.watch.Cancel()
+		return false, ctx.Err()
+	}
+	stopTimer()
+	return true, nil
 }
 
 // maxWindow bounds AcceptOptions.Window.
@@ -338,13 +369,54 @@ func (q *Queue) acceptTx(tx kv.Tx, typ string, o AcceptOptions, lock string, cla
 		return nil, err
 	}
 	res.promote, res.demote = w.promote, w.demote
-	// Pick Max at random from the window, then keep index order among the
-	// picked ones. Only the picked jobs get read conflicts, so acceptors
-	// conflict only when they pick the same job. A picked job that cannot
-	// be taken (its record does not decode) is passed over, and another
-	// is picked in its place from the candidates not tried yet.
-	left := w.cands
 	token := newStampToken()
+	ids, err := q.takePicks(tx, typ, lock, o, s, token, now, wait, w.cands, held, res)
+	if err != nil {
+		return nil, err
+	}
+	if len(ids) > 0 {
+		b, _ := json.Marshal(ids)
+		tx.Set(claimKey, b)
+		rv, err := tx.ReadVersion()
+		if err != nil {
+			return nil, err
+		}
+		q.stamp(tx, typ, rv, token)
+	}
+	if len(res.leases) > 0 || !wait || res.groupWake != nil {
+		return res, nil
+	}
+	if o.MaxScheduledAt.IsZero() {
+		// Only a bound that moves with the clock reaches a job later. A
+		// job after a bound that was set never becomes acceptable to
+		// this accept, and a timer for it would fire, find it still out
+		// of reach and, once its time had passed, fire again at once.
+		next, err := q.nextScheduled(snap, typ, now)
+		if err != nil {
+			return nil, err
+		}
+		res.next = earliest(w.next, next)
+	}
+	res.watch = tx.Watch(q.k.watch(typ))
+	return res, nil
+}
+
+// takePicks takes jobs of the window's candidates, in index order,
+// under lock and stamp token: up to o.Max, appended to res.leases. It
+// returns the ids it took, for the accept's claim.
+//
+// It picks Max at random from the window, then keeps index order among the
+// picked ones. Only the picked jobs get read conflicts, so acceptors
+// conflict only when they pick the same job. A picked job that cannot be
+// taken (its record does not decode) is passed over, and another is picked
+// in its place from the candidates not tried yet; res.again then says so.
+// With a group, the jobs picked are held there and appended to held; when
+// the group holds every candidate and the accept has taken none, a waiting
+// accept (wait) gets in res.groupWake the channel to wait on instead of a
+// watch.
+func (q *Queue) takePicks(tx kv.Tx, typ, lock string, o AcceptOptions, s TypeSettings, token, now int64, wait bool,
+	window []candidate, held *[]heldJob, res *acceptResult) ([]string, error) {
+	left := window
 	var keys [][]byte
 	ids := make([]string, 0, o.Max)
 	for len(res.leases) < o.Max && len(left) > 0 {
@@ -393,31 +465,7 @@ func (q *Queue) acceptTx(tx kv.Tx, typ string, o AcceptOptions, lock string, cla
 		// order.
 		sort.Sort(byKey{keys, res.leases})
 	}
-	if len(ids) > 0 {
-		b, _ := json.Marshal(ids)
-		tx.Set(claimKey, b)
-		rv, err := tx.ReadVersion()
-		if err != nil {
-			return nil, err
-		}
-		q.stamp(tx, typ, rv, token)
-	}
-	if len(res.leases) > 0 || !wait || res.groupWake != nil {
-		return res, nil
-	}
-	if o.MaxScheduledAt.IsZero() {
-		// Only a bound that moves with the clock reaches a job later. A
-		// job after a bound that was set never becomes acceptable to
-		// this accept, and a timer for it would fire, find it still out
-		// of reach and, once its time had passed, fire again at once.
-		next, err := q.nextScheduled(snap, typ, now)
-		if err != nil {
-			return nil, err
-		}
-		res.next = earliest(w.next, next)
-	}
-	res.watch = tx.Watch(q.k.watch(typ))
-	return res, nil
+	return ids, nil
 }
 
 // errUnreadable marks a pending job that an accept cannot take: its

@@ -73,20 +73,9 @@ func (q *Queue) List(ctx context.Context, tr kv.ReadTransactor, typ string, o Li
 	if err := checkName("type name", typ); err != nil {
 		return nil, err
 	}
-	// The indexes to read in turn, and the elements of their keys.
-	var subs []tuple.Subspace
-	var arity []int
-	switch o.State {
-	case Pending:
-		subs, arity = []tuple.Subspace{q.k.pendingType(typ), q.k.scheduledType(typ)}, []int{3, 3}
-	case Running:
-		// Running jobs of an earlier version have entries of their own
-		// until a sweep moves them.
-		subs, arity = []tuple.Subspace{q.k.legacyActiveType(typ), q.k.activeType(typ)}, []int{2, 3}
-	case Finished:
-		subs, arity = []tuple.Subspace{q.k.finishedType(typ)}, []int{2}
-	default:
-		return nil, errorf(ErrInvalidJob, "list: unknown state %q", o.State)
+	subs, arity, err := q.listIndexes(typ, o.State)
+	if err != nil {
+		return nil, err
 	}
 	limit := o.Limit
 	if limit <= 0 {
@@ -150,6 +139,23 @@ func (q *Queue) List(ctx context.Context, tr kv.ReadTransactor, typ string, o Li
 		}
 		return page, nil
 	})
+}
+
+// listIndexes returns the indexes a listing of a type's jobs in state s
+// reads in turn, in the order List gives, and for each how many elements
+// its keys have after its prefix (see entryIDIn).
+func (q *Queue) listIndexes(typ string, s State) ([]tuple.Subspace, []int, error) {
+	switch s {
+	case Pending:
+		return []tuple.Subspace{q.k.pendingType(typ), q.k.scheduledType(typ)}, []int{3, 3}, nil
+	case Running:
+		// Running jobs of an earlier version have entries of their own
+		// until a sweep moves them.
+		return []tuple.Subspace{q.k.legacyActiveType(typ), q.k.activeType(typ)}, []int{2, 3}, nil
+	case Finished:
+		return []tuple.Subspace{q.k.finishedType(typ)}, []int{2}, nil
+	}
+	return nil, nil, errorf(ErrInvalidJob, "list: unknown state %q", s)
 }
 
 // entryIDIn reads the job id of an entry of a type's index sub, whose keys

@@ -1068,36 +1068,15 @@ func (m *Monitor) sweepIndex(ctx context.Context, typ string, sub tuple.Subspace
 				last = kvs[len(kvs)-1].Key
 			}
 			for _, e := range kvs {
-				at, id, ok := parseIndexEntry(sub, e.Key)
-				if !ok {
-					skipped = append(skipped, skippedEntry{e.Key, fmt.Errorf("fdbq: malformed index entry %q", e.Key)})
-					continue
-				}
-				tx.AddReadConflictKey(e.Key)
-				b, err := tx.Get(q.k.job(typ, id))
+				id, rec, problem, err := m.sweepDue(tx, typ, sub, state, p, e)
 				if err != nil {
 					return err
 				}
-				if b == nil {
+				if problem != nil {
+					skipped = append(skipped, skippedEntry{e.Key, problem})
 					continue
 				}
-				rec, err := decodeRecord(b, typ, id)
-				if err != nil {
-					skipped = append(skipped, skippedEntry{e.Key, err})
-					continue
-				}
-				if rec.State != state {
-					continue
-				}
-				due, err := p.match(tx, e, id, at, rec)
-				if err != nil {
-					if !jobProblem(err) {
-						return err
-					}
-					skipped = append(skipped, skippedEntry{e.Key, err})
-					continue
-				}
-				if !due {
+				if rec == nil {
 					continue
 				}
 				what, err := act(tx, id, rec)
@@ -1131,6 +1110,49 @@ func (m *Monitor) sweepIndex(ctx context.Context, typ string, sub tuple.Subspace
 		}
 		begin = kv.KeyAfter(last)
 	}
+}
+
+// sweepDue reads, in a sweep batch's transaction, the job that index entry
+// e of sub names, and returns its id and record when the job is in state
+// and plan p says it is due; a nil record when it is not (the job is gone,
+// in another state, or not due). A problem is why the entry is to be
+// skipped, as one the sweep cannot read: its key is not one fdbq writes,
+// its record does not decode, or p.match failed for it with an error of
+// the job's own. err is the store's, which ends the batch.
+//
+// Every entry whose key parses gets a read conflict, and its record is
+// read with one, whether the sweep then acts on the job or not.
+func (m *Monitor) sweepDue(tx kv.Tx, typ string, sub tuple.Subspace, state State, p sweepPlan, e kv.KeyValue) (id string, rec *record, problem, err error) {
+	at, id, ok := parseIndexEntry(sub, e.Key)
+	if !ok {
+		return "", nil, fmt.Errorf("fdbq: malformed index entry %q", e.Key), nil
+	}
+	tx.AddReadConflictKey(e.Key)
+	b, err := tx.Get(m.q.k.job(typ, id))
+	if err != nil {
+		return "", nil, nil, err
+	}
+	if b == nil {
+		return "", nil, nil, nil
+	}
+	rec, err = decodeRecord(b, typ, id)
+	if err != nil {
+		return "", nil, err, nil
+	}
+	if rec.State != state {
+		return "", nil, nil, nil
+	}
+	due, err := p.match(tx, e, id, at, rec)
+	if err != nil {
+		if !jobProblem(err) {
+			return "", nil, nil, err
+		}
+		return "", nil, err, nil
+	}
+	if !due {
+		return "", nil, nil, nil
+	}
+	return id, rec, nil, nil
 }
 
 // skippedEntry is an index entry whose job a sweep could not change, and

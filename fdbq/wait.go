@@ -74,47 +74,12 @@ func (q *Queue) Wait(ctx context.Context, typ string, ids []string, state State)
 			// A retry lets go of what the failed attempt claimed.
 			claim.drop()
 			claim, stale = nil, false
-			results := make([]WaitResult, len(ids))
-			var targets []watchTarget
-			seen := make(map[string]bool)
-			for i, id := range ids {
-				key := q.k.job(typ, id)
-				b, err := tx.Snapshot().Get(key)
-				if err != nil {
-					return nil, err
-				}
-				if b == nil {
-					results[i].Err = errorf(ErrNotFound, "%s/%s", typ, id)
-					continue
-				}
-				rec, err := decodeRecord(b, typ, id)
-				if err != nil {
-					return nil, err
-				}
-				results[i].Job = rec.job(typ, id)
-				if rec.State != state && rec.State != Finished && !seen[id] {
-					seen[id] = true
-					targets = append(targets, watchTarget{key: key, seen: digestOf(b)})
-				}
+			results, targets, err := q.waitRead(tx, typ, ids, state)
+			if err != nil || len(targets) == 0 {
+				return results, err
 			}
-			if len(targets) == 0 {
-				return results, nil
-			}
-			// The change counter orders this read against those of the
-			// shared watches (see watchShare).
-			changeKey := q.k.change(typ)
-			cb, err := tx.Snapshot().Get(changeKey)
-			if err != nil {
+			if claim, stale, err = q.waitClaim(tx, typ, targets, coarse); err != nil {
 				return nil, err
-			}
-			ver := kv.DecodeInt64(cb)
-			if !coarse && len(targets) <= maxJobWatchesPerWait {
-				if claim, stale = q.watches.claim(tx, targets, ver, true); stale {
-					return results, nil
-				}
-			}
-			if claim == nil {
-				claim, stale = q.watches.claim(tx, []watchTarget{{key: changeKey, seen: digestOf(cb)}}, ver, false)
 			}
 			return results, nil
 		})
@@ -142,23 +107,97 @@ func (q *Queue) Wait(ctx context.Context, typ string, ids []string, state State)
 			// read again (and make it).
 			continue
 		}
-		werr := e.w.Wait(context.Background()) // ready
-		switch {
-		case werr == nil:
-			rewatch.backoff = 0
-		case errors.Is(werr, kv.ErrTooManyWatches) && e.job:
-			q.watches.refused(e)
-			watchType = true
-		case errors.Is(werr, kv.ErrTooManyWatches):
-			if err := rewatch.pause(ctx, nil, q.watches.freedChan()); err != nil {
-				return nil, err
-			}
-		default:
-			if err := rewatch.failed(ctx, werr, nil); err != nil {
-				return nil, err
-			}
+		if watchType, err = q.waitWoken(ctx, e, &rewatch); err != nil {
+			return nil, err
 		}
 	}
+}
+
+// waitRead is the read of one attempt of Wait, at the transaction's
+// snapshot: where each job of ids is, and the records to watch of those
+// not yet at state nor finished (each once, however often ids names it),
+// with the values it read there.
+func (q *Queue) waitRead(tx kv.Tx, typ string, ids []string, state State) ([]WaitResult, []watchTarget, error) {
+	results := make([]WaitResult, len(ids))
+	var targets []watchTarget
+	seen := make(map[string]bool)
+	for i, id := range ids {
+		key := q.k.job(typ, id)
+		b, err := tx.Snapshot().Get(key)
+		if err != nil {
+			return nil, nil, err
+		}
+		if b == nil {
+			results[i].Err = errorf(ErrNotFound, "%s/%s", typ, id)
+			continue
+		}
+		rec, err := decodeRecord(b, typ, id)
+		if err != nil {
+			return nil, nil, err
+		}
+		results[i].Job = rec.job(typ, id)
+		if rec.State != state && rec.State != Finished && !seen[id] {
+			seen[id] = true
+			targets = append(targets, watchTarget{key: key, seen: digestOf(b)})
+		}
+	}
+	return results, targets, nil
+}
+
+// waitClaim claims, in the transaction of a Wait's read, the watches that
+// wake it: those of the job records in targets, or, for a coarse wait, one
+// with more targets than maxJobWatchesPerWait or whose job watches do not
+// fit the budget, the type's change key. It reads the change counter,
+// which orders this read against those of the shared watches (see
+// watchShare), and reports stale, with no claim, when a target changed
+// since the read.
+func (q *Queue) waitClaim(tx kv.Tx, typ string, targets []watchTarget, coarse bool) (*watchClaim, bool, error) {
+	changeKey := q.k.change(typ)
+	cb, err := tx.Snapshot().Get(changeKey)
+	if err != nil {
+		return nil, false, err
+	}
+	ver := kv.DecodeInt64(cb)
+	var (
+		claim *watchClaim
+		stale bool
+	)
+	if !coarse && len(targets) <= maxJobWatchesPerWait {
+		if claim, stale = q.watches.claim(tx, targets, ver, true); stale {
+			return nil, true, nil
+		}
+	}
+	if claim == nil {
+		claim, stale = q.watches.claim(tx, []watchTarget{{key: changeKey, seen: digestOf(cb)}}, ver, false)
+	}
+	return claim, stale, nil
+}
+
+// waitWoken is what a Wait does once the watch e it waited on is ready,
+// before it reads again. Fired, the watch resets the backoff. A job watch
+// the store refused (too_many_watches) is recorded against the queue's
+// budget, and the wait's next read watches the change key instead (true).
+// A refused change-key watch has it wait until the queue lets go of a
+// watch, or the backoff; a watch that failed otherwise has it back off, or
+// end with the error (see watchRetry.failed).
+func (q *Queue) waitWoken(ctx context.Context, e *sharedWatch, rewatch *watchRetry) (bool, error) {
+	werr := e.w.Wait(context.Background()) // ready
+	switch {
+	case werr == nil:
+		rewatch.backoff = 0
+	case errors.Is(werr, kv.ErrTooManyWatches) && e.job:
+		q.watches.refused(e)
+		return true, nil
+	case errors.Is(werr, kv.ErrTooManyWatches):
+		if err := rewatch.pause(ctx, nil, q.watches.freedChan()); err != nil {
+			return false, err
+		}
+	default:
+		if err := rewatch.failed(ctx, werr, nil); err != nil {
+			return false, err
+		}
+	}
+	return false, nil
 }
 
 // watchRetry paces the reads of a blocked call (Accept, Wait) after its
