@@ -94,7 +94,7 @@ type heldJob struct{ typ, id string }
 func (g *AcceptGroup) pick(typ string, cands []candidate, max int, held []heldJob) ([]candidate, []heldJob, <-chan struct{}) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	free := cands[:0:0]
+	var free []candidate // nil until a taken job is found: then the free ones are copied
 	for i, c := range cands {
 		if _, ok := g.taken[heldJob{typ, c.id}]; ok {
 			if free == nil {
