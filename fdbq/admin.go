@@ -136,8 +136,9 @@ func (q *Queue) withJob(ctx context.Context, tr kv.Transactor, op, typ, id strin
 	}
 	return tr.Transact(ctx, func(tx kv.Tx) error {
 		rec, err := q.loadExisting(tx, typ, id)
-		if errors.Is(err, ErrCorrupt) {
-			return fmt.Errorf("%w (cannot %s it; removing the job is all that can be done with it)", err, op)
+		var fe *Error
+		if errors.As(err, &fe) && fe.Err == ErrCorrupt {
+			return &Error{Err: ErrCorrupt, Detail: fmt.Sprintf("%s (cannot %s it; removing the job is all that can be done with it)", fe.Detail, op), Cause: fe.Cause}
 		}
 		if err != nil {
 			return err

@@ -148,7 +148,7 @@ func (r *record) encodeAs(format byte) ([]byte, error) {
 }
 
 // decodeRecord reads a stored record, in format 1 or in the JSON of
-// earlier versions. The record's data, result and progress share b's
+// earlier versions; one it cannot read is ErrCorrupt. The record's data, result and progress share b's
 // memory, so b must not change afterwards.
 func decodeRecord(b []byte, typ, id string) (*record, error) {
 	var r record
@@ -166,7 +166,7 @@ func decodeRecord(b []byte, typ, id string) (*record, error) {
 		err = fmt.Errorf("unknown format 0x%02x", b[0])
 	}
 	if err != nil {
-		return nil, fmt.Errorf("fdbq: job %s/%s: corrupt record: %w", typ, id, err)
+		return nil, corruptf("job %s/%s: corrupt record: %w", typ, id, err)
 	}
 	return &r, nil
 }

@@ -19,19 +19,12 @@ import (
 // or skip it and go on with the rest.
 var ErrCorrupt = errors.New("fdbq: unreadable data in the store")
 
-// corruptError marks a decoder's error, which names the job or type, as
-// ErrCorrupt; its message is the decoder's.
-type corruptError struct{ err error }
-
-func (e *corruptError) Error() string   { return e.err.Error() }
-func (e *corruptError) Unwrap() []error { return []error{ErrCorrupt, e.err} }
-
-// corrupt marks err as ErrCorrupt; nil stays nil.
-func corrupt(err error) error {
-	if err == nil || errors.Is(err, ErrCorrupt) {
-		return err
-	}
-	return &corruptError{err}
+// corruptf returns an ErrCorrupt *Error whose Detail format and args
+// make, naming the job, type or key and what is wrong with it; the error
+// a %w in format wraps is its Cause.
+func corruptf(format string, args ...any) error {
+	err := fmt.Errorf(format, args...)
+	return &Error{Err: ErrCorrupt, Detail: err.Error(), Cause: errors.Unwrap(err)}
 }
 
 // decodeStored is decodeRecord for a record read from the store: one that
@@ -41,10 +34,10 @@ func corrupt(err error) error {
 func decodeStored(b []byte, typ, id string) (*record, error) {
 	rec, err := decodeRecord(b, typ, id)
 	if err != nil {
-		return nil, corrupt(err)
+		return nil, err
 	}
 	if err := rec.checkStored(); err != nil {
-		return nil, corrupt(fmt.Errorf("fdbq: job %s/%s: corrupt record: %w", typ, id, err))
+		return nil, corruptf("job %s/%s: corrupt record: %w", typ, id, err)
 	}
 	return rec, nil
 }

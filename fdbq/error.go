@@ -12,6 +12,9 @@ import "fmt"
 type Error struct {
 	Err    error
 	Detail string
+	// Cause, when set, is the error Detail was made from (a decoder's,
+	// for ErrCorrupt), for errors.Is and errors.As.
+	Cause error
 }
 
 // Error is the sentinel's text, then the detail: "fdbq: job not found:
@@ -23,8 +26,13 @@ func (e *Error) Error() string {
 	return e.Err.Error() + ": " + e.Detail
 }
 
-// Unwrap returns the sentinel.
-func (e *Error) Unwrap() error { return e.Err }
+// Unwrap returns the sentinel, and the cause if there is one.
+func (e *Error) Unwrap() []error {
+	if e.Cause == nil {
+		return []error{e.Err}
+	}
+	return []error{e.Err, e.Cause}
+}
 
 // errorf returns an *Error of the sentinel err, with the detail format
 // and args make.

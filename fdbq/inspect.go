@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
-	"fmt"
 	"slices"
 
 	"github.com/jobstage/jobstage/kv"
@@ -121,7 +120,7 @@ func (q *Queue) List(ctx context.Context, tr kv.ReadTransactor, typ string, o Li
 			id, ok := entryIDIn(subs[of[i]], arity[of[i]], e.Key)
 			if !ok {
 				page.Unreadable = append(page.Unreadable, Unreadable{Key: e.Key,
-					Err: corrupt(fmt.Errorf("fdbq: malformed %s index entry %q", o.State, e.Key))})
+					Err: corruptf("malformed %s index entry %q", o.State, e.Key)})
 				continue
 			}
 			rec, err := q.load(snap, typ, id)

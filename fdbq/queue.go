@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"math"
 	mrand "math/rand/v2"
@@ -363,7 +362,7 @@ func (q *Queue) Types(ctx context.Context, tr kv.ReadTransactor) ([]*TypeInfo, e
 		for _, e := range kvs {
 			name, ok := parseTypeKey(sub, e.Key)
 			if !ok {
-				out = append(out, &TypeInfo{Err: corrupt(fmt.Errorf("fdbq: malformed type key %q", e.Key))})
+				out = append(out, &TypeInfo{Err: corruptf("malformed type key %q", e.Key)})
 				continue
 			}
 			s, serr := decodeSettings(e.Value, name)

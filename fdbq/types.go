@@ -119,7 +119,7 @@ func (s TypeSettings) Validate() error {
 func decodeSettings(b []byte, name string) (TypeSettings, error) {
 	var s TypeSettings
 	if err := json.Unmarshal(b, &s); err != nil {
-		return s, corrupt(fmt.Errorf("fdbq: type %q: corrupt settings: %w", name, err))
+		return s, corruptf("type %q: corrupt settings: %w", name, err)
 	}
 	return s, nil
 }

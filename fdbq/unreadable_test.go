@@ -354,3 +354,22 @@ func TestUnreadableOldestDue(t *testing.T) {
 		t.Fatalf("oldest due %v, %v; want %v", got, err, now.Add(-time.Hour))
 	}
 }
+
+// What cannot be read is an *fdbq.Error of ErrCorrupt: its Detail names
+// the job and what is wrong, without the sentinel's text, and an
+// operation that cannot be done on it says so in the Detail too.
+func TestUnreadableErrorFields(t *testing.T) {
+	x := newTrQ(t)
+	unPlant(t, x.q.DB(), trJobKey("email", "bad"), unreadableRecords["unknown format"])
+	_, err := x.q.Get(x.ctx, x.q.DB(), "email", "bad")
+	var fe *fdbq.Error
+	if !errors.As(err, &fe) || fe.Err != fdbq.ErrCorrupt || fe.Detail != "job email/bad: corrupt record: unknown format 0x7f" ||
+		err.Error() != "fdbq: unreadable data in the store: "+fe.Detail || fe.Cause == nil {
+		t.Fatalf("get: %#v (%v)", fe, err)
+	}
+	err = x.q.Cancel(x.ctx, x.q.DB(), "email", "bad")
+	if !errors.As(err, &fe) || fe.Err != fdbq.ErrCorrupt ||
+		fe.Detail != "job email/bad: corrupt record: unknown format 0x7f (cannot cancel it; removing the job is all that can be done with it)" {
+		t.Fatalf("cancel: %#v (%v)", fe, err)
+	}
+}

@@ -442,7 +442,7 @@ func (s *Server) classify(r *http.Request, pattern string, err error) *APIError 
 		// The request is fine and the store answered: what it holds is
 		// what cannot be read, and the message says which and why.
 		s.log.Warn("httpapi: unreadable data in the store", "route", pattern, "path", r.URL.Path, "err", err)
-		return &APIError{Status: http.StatusInternalServerError, Code: CodeCorrupt, Message: strings.TrimPrefix(err.Error(), "fdbq: ")}
+		return &APIError{Status: http.StatusInternalServerError, Code: CodeCorrupt, Message: fdbqDetail(err)}
 	case errors.Is(err, context.DeadlineExceeded) && errors.Is(r.Context().Err(), context.DeadlineExceeded):
 		return &APIError{Status: http.StatusServiceUnavailable, Code: CodeNotReady,
 			Message: "the request took longer than the server allows (http.request_timeout); send it again"}

@@ -275,13 +275,13 @@ func toTypeSettings(s fdbq.TypeSettings) TypeSettings {
 func toTypeInfo(t *fdbq.TypeInfo) *TypeInfo {
 	info := &TypeInfo{Name: t.Name, Settings: toTypeSettings(t.Settings), Pending: t.Pending, Running: t.Running, Finished: t.Finished}
 	if t.Err != nil {
-		info.Error = t.Err.Error()
+		info.Error = fdbqDetail(t.Err)
 	}
 	return info
 }
 
 func toUnreadable(u fdbq.Unreadable) Unreadable {
-	return Unreadable{ID: u.ID, Key: printableKey(u.Key), Error: u.Err.Error()}
+	return Unreadable{ID: u.ID, Key: printableKey(u.Key), Error: fdbqDetail(u.Err)}
 }
 
 // printableKey writes a key as fdbcli prints one: printable ASCII as it

@@ -60,8 +60,8 @@ func TestUnreadableListAndTypes(t *testing.T) {
 
 	out, errOut, code := runIn(t, "list", "email", "--limit", "1", "--all", "--server", hs.URL)
 	if code != 0 || !strings.Contains(out, "\na ") || strings.Contains(out, "bad") ||
-		!strings.Contains(errOut, "unreadable: bad: fdbq: job email/bad: corrupt record: unknown format 0x7f") ||
-		!strings.Contains(errOut, `unreadable: fdbq: malformed pending index entry`) ||
+		!strings.Contains(errOut, "unreadable: bad: job email/bad: corrupt record: unknown format 0x7f") ||
+		!strings.Contains(errOut, `unreadable: malformed pending index entry`) ||
 		!strings.Contains(errOut, "jobstage delete email ID") {
 		t.Fatalf("list: exit %d\n%s%s", code, out, errOut)
 	}
@@ -73,7 +73,7 @@ func TestUnreadableListAndTypes(t *testing.T) {
 
 	out, errOut, code = runIn(t, "types", "--server", hs.URL)
 	if code != 0 || !strings.Contains(out, "email") || !strings.Contains(out, "sms") ||
-		!strings.Contains(errOut, `unreadable: fdbq: type "sms": corrupt settings`) {
+		!strings.Contains(errOut, `unreadable: type "sms": corrupt settings`) {
 		t.Fatalf("types: exit %d\n%s%s", code, out, errOut)
 	}
 	for _, line := range strings.Split(out, "\n") {
@@ -82,7 +82,7 @@ func TestUnreadableListAndTypes(t *testing.T) {
 		}
 	}
 	out, _, code = runIn(t, "types", "--json", "--server", hs.URL)
-	if code != 0 || !strings.Contains(out, `"error": "fdbq: type \"sms\": corrupt settings`) {
+	if code != 0 || !strings.Contains(out, `"error": "type \"sms\": corrupt settings`) {
 		t.Fatalf("types --json: exit %d\n%s", code, out)
 	}
 
