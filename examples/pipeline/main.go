@@ -30,11 +30,15 @@ import (
 	"github.com/jobstage/jobstage/producer"
 )
 
-// Thumbnail is the data of a "thumbnail" job.
+// Thumbnail is the data of a "thumbnail" job. Its Kind names the job
+// type, so that a pipeline whose producer accepts another type is refused
+// when it is built.
 type Thumbnail struct {
 	Image string `json:"image"`
 	Width int    `json:"width"`
 }
+
+func (Thumbnail) Kind() string { return "thumbnail" }
 
 // Rendered is what the handler stores as the job's result.
 type Rendered struct {
@@ -76,7 +80,7 @@ func run(ctx context.Context, dir string, n int) error {
 	settings := fdbq.DefaultTypeSettings()
 	settings.ActivityTimeout = 10 * time.Second
 	settings.Retry = fdbq.RetryPolicy{MaxAttempts: 3, Backoff: fdbq.Constant, Base: 100 * time.Millisecond}
-	if err := q.SetType(ctx, db, "thumbnail", settings); err != nil {
+	if err := q.SetType(ctx, db, Thumbnail{}.Kind(), settings); err != nil {
 		return err
 	}
 
@@ -95,7 +99,7 @@ func run(ctx context.Context, dir string, n int) error {
 	// Width 0 means "no thumbnail wanted": such jobs are finished by the
 	// filter with {"filtered":true} and never reach the handler.
 	wanted := pipeline.Filter(func(l *fdbq.Lease) bool { return !strings.Contains(string(l.Data), `"width":0`) })
-	p, err := pipeline.From(producer.New(q, "thumbnail", producer.Options{})).
+	p, err := pipeline.From(producer.New(q, Thumbnail{}.Kind(), producer.Options{})).
 		Via(wanted).
 		To(c).
 		WithOptions(pipeline.Options{DrainTimeout: 10 * time.Second, BatchFinish: true, Logger: logger}).
@@ -111,7 +115,7 @@ func run(ctx context.Context, dir string, n int) error {
 	}
 
 	// Wait for every job to finish: Wait watches the store, it never polls.
-	results, waitErr := q.Wait(ctx, "thumbnail", ids, fdbq.Finished)
+	results, waitErr := q.Wait(ctx, Thumbnail{}.Kind(), ids, fdbq.Finished)
 
 	stopCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -140,7 +144,7 @@ func enqueue(ctx context.Context, q *fdbq.Queue, db *kv.DB, n int) ([]string, er
 		if err != nil {
 			return nil, err
 		}
-		jobs = append(jobs, fdbq.NewJob{Type: "thumbnail", ID: id, Data: data})
+		jobs = append(jobs, fdbq.NewJob{Type: Thumbnail{}.Kind(), ID: id, Data: data})
 		ids = append(ids, id)
 	}
 	if _, err := q.AddBatch(ctx, db, jobs); err != nil {
