@@ -50,7 +50,9 @@ func (s *sharedMonitor) release(ctx context.Context) error {
 	monitors.mu.Lock()
 	s.users--
 	last := s.users == 0
-	if last && monitors.m[s.q] == s {
+	// An adopted monitor stays registered until its owner's release:
+	// the pipelines that start after these join it too.
+	if last && s.owned && monitors.m[s.q] == s {
 		delete(monitors.m, s.q)
 	}
 	monitors.mu.Unlock()

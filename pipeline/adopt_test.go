@@ -1,0 +1,119 @@
+package pipeline_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jobstage/jobstage/consumer"
+	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/pipeline"
+	"github.com/jobstage/jobstage/producer"
+)
+
+// An adopted monitor stays the one the pipelines of its queue join until
+// its owner releases it: the stop of the last pipeline that joined it
+// does not unregister it, so a pipeline started after that joins it too
+// instead of starting a second monitor.
+func TestAdoptedMonitorOutlivesItsPipelines(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	m := fdbq.NewMonitor(e.q, fdbq.MonitorOptions{Interval: 10 * time.Millisecond})
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Stop(context.Background())
+	release := pipeline.AdoptMonitor(e.q, m)
+	defer release()
+
+	c := consumer.Must(consumer.NewFunc(func(context.Context, *consumer.Job[any]) error { return nil }, consumer.Options{}))
+	for i := range 2 {
+		p, err := pipeline.From(e.producer(producer.Options{})).To(c).Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if n := settledLoops(1); n != 1 {
+			t.Fatalf("pipeline %d: %d monitors run beside the adopted one's pipeline, want 1 (the adopted)", i, n)
+		}
+		stopNow(t, p)
+		if n := pipeline.MonitorsRunning(); n != 1 {
+			t.Fatalf("after pipeline %d stopped: %d monitors registered, want the adopted one until its release", i, n)
+		}
+	}
+	release()
+	if n := pipeline.MonitorsRunning(); n != 0 {
+		t.Fatalf("%d monitors registered after the release", n)
+	}
+}
+
+// Pipelines that start and stop while an owner adopts and releases its
+// monitor over and over: at the end no monitor is registered or running
+// but the owner's, stopped last.
+func TestAdoptAcquireReleaseConcurrently(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	c := consumer.Must(consumer.NewFunc(func(context.Context, *consumer.Job[any]) error { return nil }, consumer.Options{}))
+	m := fdbq.NewMonitor(e.q, fdbq.MonitorOptions{Interval: 5 * time.Millisecond})
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 50 {
+			release := pipeline.AdoptMonitor(e.q, m)
+			time.Sleep(time.Millisecond)
+			release()
+			release()
+		}
+	}()
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			for range 10 {
+				p, err := pipeline.From(e.producer(producer.Options{})).To(c).Build()
+				if err != nil {
+					errs <- err
+					return
+				}
+				if err := p.Start(context.Background()); err != nil {
+					errs <- err
+					return
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+				err = p.Stop(ctx)
+				cancel()
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-done
+	if n := pipeline.MonitorsRunning(); n != 0 {
+		t.Fatalf("%d monitors registered after everything stopped", n)
+	}
+	if n := settledLoops(1); n != 1 {
+		t.Fatalf("%d monitors run, want the owner's 1", n)
+	}
+	m.Stop(context.Background())
+}
+
+// settledLoops is monitorLoops once it is want, or after a second: a
+// monitor's goroutine that has not run yet, or one that is ending, is
+// not counted as its loop.
+func settledLoops(want int) int {
+	n := monitorLoops()
+	for deadline := time.Now().Add(time.Second); n != want && time.Now().Before(deadline); n = monitorLoops() {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return n
+}
