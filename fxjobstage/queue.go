@@ -63,8 +63,8 @@ type monitorParams struct {
 // MonitorModule provides the activity monitor (*fdbq.Monitor, optionally
 // configured by a supplied fdbq.MonitorOptions) and runs it with the
 // application: started with it, stopped with it. The pipelines of the
-// queue started after it join it (pipeline.AdoptMonitor) instead of
-// running their own: give MonitorModule before PipelinesModule.
+// queue join it (pipeline.AdoptMonitor) instead of running their own,
+// whether PipelinesModule is given before or after MonitorModule.
 var MonitorModule = fx.Module("jobstage.monitor",
 	fx.Provide(func(p monitorParams) *fdbq.Monitor { return fdbq.NewMonitor(p.Queue, p.Options) }),
 	fx.Invoke(func(lc fx.Lifecycle, q *fdbq.Queue, m *fdbq.Monitor) {

@@ -107,6 +107,38 @@ func TestAdoptAcquireReleaseConcurrently(t *testing.T) {
 	m.Stop(context.Background())
 }
 
+// An owner that adopts its monitor after pipelines of its queue started
+// theirs moves them to its own: theirs stops, one monitor runs, and
+// their stop leaves the adopted one running and registered.
+func TestAdoptTakesOverThePipelinesMonitor(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	c := consumer.Must(consumer.NewFunc(func(context.Context, *consumer.Job[any]) error { return nil }, consumer.Options{}))
+	p, err := pipeline.From(e.producer(producer.Options{})).To(c).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := settledLoops(1); n != 1 {
+		t.Fatalf("%d monitors run for one pipeline, want 1", n)
+	}
+	m := fdbq.NewMonitor(e.q, fdbq.MonitorOptions{Interval: 10 * time.Millisecond})
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Stop(context.Background())
+	release := pipeline.AdoptMonitor(e.q, m)
+	defer release()
+	if n := settledLoops(1); n != 1 {
+		t.Fatalf("%d monitors run once the owner adopted its own beside a running pipeline, want 1 (the adopted)", n)
+	}
+	stopNow(t, p)
+	if n, loops := pipeline.MonitorsRunning(), settledLoops(1); n != 1 || loops != 1 {
+		t.Fatalf("after the pipeline stopped: %d registered, %d running; want the adopted one", n, loops)
+	}
+}
+
 // settledLoops is monitorLoops once it is want, or after a second: a
 // monitor's goroutine that has not run yet, or one that is ending, is
 // not counted as its loop.

@@ -49,15 +49,16 @@ func acquireMonitor(ctx context.Context, q *fdbq.Queue, o fdbq.MonitorOptions) (
 func (s *sharedMonitor) release(ctx context.Context) error {
 	monitors.mu.Lock()
 	s.users--
-	last := s.users == 0
 	// An adopted monitor stays registered until its owner's release:
 	// the pipelines that start after these join it too.
-	if last && s.owned && monitors.m[s.q] == s {
+	stop := s.users == 0 && s.owned
+	if stop && monitors.m[s.q] == s {
 		delete(monitors.m, s.q)
 	}
+	m := s.m
 	monitors.mu.Unlock()
-	if last && s.owned {
-		return s.m.Stop(ctx)
+	if stop {
+		return m.Stop(ctx)
 	}
 	return nil
 }
@@ -68,16 +69,30 @@ func (s *sharedMonitor) release(ctx context.Context) error {
 // jobstage.Client) next to pipelines with default options runs one. The
 // caller starts m before it adopts it and calls release before it stops
 // it; pipelines that joined m and still run keep no monitor of their own
-// after that. A pipeline of q that runs already keeps the monitor it has,
-// so adopt before starting pipelines.
+// after that. Pipelines of q that run already, on a monitor one of them
+// started, move to m: theirs is stopped. A monitor another caller adopted
+// stays the one, and then release does nothing.
 func AdoptMonitor(q *fdbq.Queue, m *fdbq.Monitor) (release func()) {
 	monitors.mu.Lock()
-	defer monitors.mu.Unlock()
-	if monitors.m[q] != nil {
+	s := monitors.m[q]
+	var replaced *fdbq.Monitor
+	switch {
+	case s == nil:
+		s = &sharedMonitor{q: q, m: m}
+		monitors.m[q] = s
+	case s.owned:
+		// The running pipelines' own monitor: they share m from now on,
+		// and theirs would only repeat its reads.
+		replaced = s.m
+		s.m, s.owned = m, false
+	default:
+		monitors.mu.Unlock()
 		return func() {}
 	}
-	s := &sharedMonitor{q: q, m: m}
-	monitors.m[q] = s
+	monitors.mu.Unlock()
+	if replaced != nil {
+		_ = replaced.Stop(context.Background())
+	}
 	return func() {
 		monitors.mu.Lock()
 		defer monitors.mu.Unlock()

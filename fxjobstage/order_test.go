@@ -1,0 +1,37 @@
+package fxjobstage_test
+
+import (
+	"testing"
+	"time"
+
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxtest"
+
+	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/fxjobstage"
+	"github.com/jobstage/jobstage/kv/embedded"
+)
+
+// With PipelinesModule given first, its pipelines start before the
+// monitor and move to it once it starts: one monitor runs all the same.
+func TestApplicationRunsOneMonitorPipelinesFirst(t *testing.T) {
+	app := fxtest.New(t,
+		fx.NopLogger,
+		fx.Supply(fxjobstage.EmbeddedConfig{Options: embedded.Options{InMemory: true}}),
+		fxjobstage.EmbeddedStoreModule,
+		fxjobstage.QueueModule,
+		fxjobstage.DeclareType("welcome", fdbq.DefaultTypeSettings()),
+		fxjobstage.PipelinesModule,
+		fxjobstage.ProvidePipeline(newWelcomePipeline),
+		fxjobstage.MonitorModule,
+	)
+	app.RequireStart()
+	defer app.RequireStop()
+	n := monitorLoops()
+	for deadline := time.Now().Add(time.Second); n != 1 && time.Now().Before(deadline); n = monitorLoops() {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n != 1 {
+		t.Fatalf("%d activity monitors run over the application's one queue, want 1", n)
+	}
+}
