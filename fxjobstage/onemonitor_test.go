@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
@@ -18,6 +19,17 @@ func monitorLoops() int {
 	buf := make([]byte, 1<<22)
 	n := runtime.Stack(buf, true)
 	return strings.Count(string(buf[:n]), "fdbq.(*Monitor).loop(")
+}
+
+// settledLoops is monitorLoops once it is want, or after a second: a
+// monitor's goroutine that has not run yet is not counted as its loop,
+// and one whose Stop returned may still be leaving it.
+func settledLoops(want int) int {
+	n := monitorLoops()
+	for deadline := time.Now().Add(time.Second); n != want && time.Now().Before(deadline); n = monitorLoops() {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return n
 }
 
 // The application of the package's doc (MonitorModule beside a pipeline
@@ -36,7 +48,7 @@ func TestApplicationRunsOneMonitor(t *testing.T) {
 	)
 	app.RequireStart()
 	defer app.RequireStop()
-	if n := monitorLoops(); n != 1 {
+	if n := settledLoops(1); n != 1 {
 		t.Fatalf("%d activity monitors run over the application's one queue, want 1", n)
 	}
 }

@@ -2,7 +2,6 @@ package fxjobstage_test
 
 import (
 	"testing"
-	"time"
 
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxtest"
@@ -27,11 +26,7 @@ func TestApplicationRunsOneMonitorPipelinesFirst(t *testing.T) {
 	)
 	app.RequireStart()
 	defer app.RequireStop()
-	n := monitorLoops()
-	for deadline := time.Now().Add(time.Second); n != 1 && time.Now().Before(deadline); n = monitorLoops() {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if n != 1 {
+	if n := settledLoops(1); n != 1 {
 		t.Fatalf("%d activity monitors run over the application's one queue, want 1", n)
 	}
 }

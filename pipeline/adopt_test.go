@@ -138,14 +138,3 @@ func TestAdoptTakesOverThePipelinesMonitor(t *testing.T) {
 		t.Fatalf("after the pipeline stopped: %d registered, %d running; want the adopted one", n, loops)
 	}
 }
-
-// settledLoops is monitorLoops once it is want, or after a second: a
-// monitor's goroutine that has not run yet, or one that is ending, is
-// not counted as its loop.
-func settledLoops(want int) int {
-	n := monitorLoops()
-	for deadline := time.Now().Add(time.Second); n != want && time.Now().Before(deadline); n = monitorLoops() {
-		time.Sleep(5 * time.Millisecond)
-	}
-	return n
-}

@@ -97,6 +97,17 @@ func monitorLoops() int {
 	return strings.Count(string(buf[:n]), "fdbq.(*Monitor).loop(")
 }
 
+// settledLoops is monitorLoops once it is want, or after a second: a
+// monitor's goroutine that has not run yet is not counted as its loop,
+// and one whose Stop returned may still be leaving it.
+func settledLoops(want int) int {
+	n := monitorLoops()
+	for deadline := time.Now().Add(time.Second); n != want && time.Now().Before(deadline); n = monitorLoops() {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return n
+}
+
 // A monitor its owner runs and adopts is the one pipelines of its queue
 // join: they start none, and their stop does not stop it. After its
 // release the next pipeline starts its own again.
@@ -124,12 +135,12 @@ func TestPipelinesJoinAnAdoptedMonitor(t *testing.T) {
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n := monitorLoops(); n != 1 {
+	if n := settledLoops(1); n != 1 {
 		t.Fatalf("%d monitors run beside the adopted one's pipeline, want 1 (the adopted)", n)
 	}
 	e.waitFinished(t, "orphan")
 	stopNow(t, p)
-	if n := monitorLoops(); n != 1 {
+	if n := settledLoops(1); n != 1 {
 		t.Fatalf("the pipeline's stop stopped the adopted monitor (%d running)", n)
 	}
 	release()
@@ -143,7 +154,7 @@ func TestPipelinesJoinAnAdoptedMonitor(t *testing.T) {
 	if err := p2.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n := monitorLoops(); n != 2 {
+	if n := settledLoops(2); n != 2 {
 		t.Fatalf("after the release a pipeline runs %d monitors beside the adopted, want its own 1", n-1)
 	}
 	stopNow(t, p2)
