@@ -132,7 +132,9 @@ type Client struct {
 	known   map[string]bool // kinds this client registered
 }
 
-// Open opens the store Config names and the queue over it.
+// Open opens the store Config names and the queue over it, and checks
+// that the store is in the data layout this version reads
+// (fdbq.Queue.CheckLayout).
 func Open(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.Dir != "" && cfg.ClusterFile != "" {
 		return nil, errors.New("jobstage: Config names both Dir and ClusterFile: choose one store")
@@ -160,7 +162,11 @@ func Open(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.Monitor.Logger == nil {
 		cfg.Monitor.Logger = cfg.Logger
 	}
-	return &Client{cfg: cfg, db: db, q: fdbq.New(db, fdbq.Options{Logger: cfg.Logger, Now: cfg.Now}), known: map[string]bool{}}, nil
+	q := fdbq.New(db, fdbq.Options{Logger: cfg.Logger, Now: cfg.Now})
+	if err := q.CheckLayout(ctx, db); err != nil {
+		return nil, errors.Join(fmt.Errorf("jobstage: open store: %w", err), db.Close())
+	}
+	return &Client{cfg: cfg, db: db, q: q, known: map[string]bool{}}, nil
 }
 
 // Queue is the jobs layer under the client.

@@ -112,6 +112,10 @@
 //	(P, 13, type, read_version, token)    versionstamp of a renewing transaction's commit (versionstamped
 //	                                      value), read by the monitor alone, which clears those older
 //	                                      than every running job's entry
+//	(P, 14)                               uint64 LE: the store's layout version (Layout), written by
+//	                                      the first CheckLayout; a store without it is in layout 1.
+//	                                      A version that changes the model raises it, and one that
+//	                                      meets a layout it does not know refuses the store (ErrLayout)
 //
 // Every state change goes through one function that rewrites the record
 // and moves its index entry and counters together, so the indexes never

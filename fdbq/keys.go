@@ -32,6 +32,8 @@ const (
 	tagActive = 12
 	// tagStamp: the versionstamp of a renewing transaction.
 	tagStamp = 13
+	// tagLayout: the store's layout version (Layout).
+	tagLayout = 14
 )
 
 // keys builds the queue's keys under one prefix.

@@ -233,7 +233,10 @@ func keySpace(key []byte) string {
 // describeKey formats a key of the queue as its tuple and the name of its
 // key space, and a commit marker as one.
 func describeKey(key []byte) string {
-	if rest, ok := bytes.CutPrefix(key, kv.DefaultMarkerPrefix); ok && len(rest) >= 8 {
+	if rest, ok := bytes.CutPrefix(key, kv.DefaultMarkerPrefix); ok && len(rest) >= 9 {
+		if rest[0] >= 0x80 { // a bucket byte, then the seconds
+			return fmt.Sprintf("commit marker of bucket %#x, second %d", rest[0], binary.BigEndian.Uint64(rest[1:]))
+		}
 		return fmt.Sprintf("commit marker of second %d", binary.BigEndian.Uint64(rest))
 	}
 	return kvtest.FormatKey(key) + " " + keySpace(key)

@@ -35,8 +35,10 @@ type queueParams struct {
 }
 
 // QueueModule provides the *fdbq.Queue over the application's *kv.DB
-// (optionally configured by a supplied fdbq.Options) and declares the
-// types given with DeclareType when the application starts.
+// (optionally configured by a supplied fdbq.Options). When the
+// application starts it checks the store's data layout
+// (fdbq.Queue.CheckLayout: a store of another layout fails the start) and
+// declares the types given with DeclareType.
 var QueueModule = fx.Module("jobstage.fdbq",
 	fx.Provide(provideQueue),
 )
@@ -44,6 +46,9 @@ var QueueModule = fx.Module("jobstage.fdbq",
 func provideQueue(lc fx.Lifecycle, p queueParams) *fdbq.Queue {
 	q := fdbq.New(p.DB, p.Options)
 	lc.Append(fx.StartHook(func(ctx context.Context) error {
+		if err := q.CheckLayout(ctx, p.DB); err != nil {
+			return err
+		}
 		for _, t := range p.Types {
 			if err := q.DeclareType(ctx, p.DB, t.Name, t.Settings); err != nil {
 				return fmt.Errorf("declaring type %s: %w", t.Name, err)

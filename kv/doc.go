@@ -51,9 +51,11 @@
 // transactions, done once at the bottom:
 //
 //   - Every attempt whose function wrote something also writes a commit
-//     marker: a key of its own under Options.MarkerPrefix (8 bytes of
-//     wall-clock seconds and 16 random bytes) whose versionstamped value
-//     becomes the commit's versionstamp.
+//     marker: a key of its own under Options.MarkerPrefix (one of 128
+//     bucket bytes at random, 8 bytes of wall-clock seconds and 16 random
+//     bytes: spread, so that no range's end takes every writing
+//     transaction's marker) whose versionstamped value becomes the
+//     commit's versionstamp.
 //   - After a commit that may have committed (IsMaybeCommitted), the next
 //     attempt first reads that marker in a transaction of its own. Present:
 //     the earlier attempt applied, and Transact returns its success (and

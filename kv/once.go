@@ -11,9 +11,9 @@ import (
 // Commit markers make DB.Transact commit each call at most once.
 //
 // Every attempt of a Transact call whose function wrote something also
-// writes a marker: a key of its own under Options.MarkerPrefix (8 bytes of
-// wall-clock seconds, then 16 random bytes) whose value is the commit's
-// versionstamp. When the commit answers commit_unknown_result, the next
+// writes a marker: a key of its own under Options.MarkerPrefix (a bucket
+// byte, 8 bytes of wall-clock seconds, then 16 random bytes) whose value
+// is the commit's versionstamp. When the commit answers commit_unknown_result, the next
 // attempt first reads that marker, in its own transaction: present, the
 // earlier attempt applied and the call returns its success without
 // running the function again; absent, the earlier attempt did not apply
@@ -53,6 +53,19 @@ const (
 	markerClearsPerCommit = 256
 	// markerIDSize is the random part of a marker key.
 	markerIDSize = 16
+	// markerBuckets: a marker key starts with one of markerBuckets bytes
+	// from markerBucket0 up, at random. Within a bucket markers are in
+	// time order, so each bucket's writes go to its end; spread over
+	// buckets they go to as many places, which a store that splits its
+	// key space by write volume (FoundationDB's data distribution) can
+	// put on as many servers, where time-ordered keys alone would make
+	// the end of one range a hot spot that every writing transaction
+	// writes. The bucket bytes have the high bit set, so they sort apart
+	// from the keys of the format before buckets (seconds first, whose
+	// first byte is 0 for the next two billion years), which the sweep
+	// still clears.
+	markerBuckets = 128
+	markerBucket0 = 0x80
 )
 
 // stampPlaceholder is a versionstamped value: 10 bytes the commit fills
@@ -71,11 +84,12 @@ type markers struct {
 
 // newKey returns a new marker key.
 func (m *markers) newKey(now time.Time) []byte {
-	k := make([]byte, len(m.prefix)+8+markerIDSize)
+	k := make([]byte, len(m.prefix)+1+8+markerIDSize)
 	n := copy(k, m.prefix)
-	binary.BigEndian.PutUint64(k[n:], uint64(now.Unix()))
-	binary.BigEndian.PutUint64(k[n+8:], rand.Uint64())
-	binary.BigEndian.PutUint64(k[n+16:], rand.Uint64())
+	k[n] = byte(markerBucket0 + rand.IntN(markerBuckets))
+	binary.BigEndian.PutUint64(k[n+1:], uint64(now.Unix()))
+	binary.BigEndian.PutUint64(k[n+9:], rand.Uint64())
+	binary.BigEndian.PutUint64(k[n+17:], rand.Uint64())
 	return k
 }
 
@@ -104,10 +118,14 @@ func (m *markers) piggyback(tx Tx, now time.Time) (taken [][]byte, swept bool) {
 		tx.Clear(k)
 	}
 	if swept {
-		end := make([]byte, len(m.prefix)+8)
-		copy(end, m.prefix)
-		binary.BigEndian.PutUint64(end[len(m.prefix):], uint64(max(now.Add(-m.retention).Unix(), 0)))
+		cutoff := uint64(max(now.Add(-m.retention).Unix(), 0))
+		// The format before buckets: seconds right after the prefix.
+		end := binary.BigEndian.AppendUint64(append([]byte(nil), m.prefix...), cutoff)
 		tx.ClearRange(Range{Begin: m.prefix, End: end})
+		for b := range markerBuckets {
+			begin := append(append([]byte(nil), m.prefix...), byte(markerBucket0+b))
+			tx.ClearRange(Range{Begin: begin, End: binary.BigEndian.AppendUint64(append([]byte(nil), begin...), cutoff)})
+		}
 	}
 	return taken, swept
 }

@@ -22,6 +22,9 @@ import (
 
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/httpapi"
+	"github.com/jobstage/jobstage/kv"
+	"github.com/jobstage/jobstage/kv/embedded"
+	"github.com/jobstage/jobstage/kv/tuple"
 )
 
 // binary is the jobstage command built for these tests.
@@ -618,5 +621,33 @@ func recvBytes(t *testing.T, ch <-chan []byte, what string) []byte {
 	case <-time.After(waitLimit):
 		t.Fatalf("timed out waiting for %s", what)
 		return nil
+	}
+}
+
+// TestServeRefusesAnotherLayout: a store in a data layout this version
+// does not read is refused at start with the layout named, not served.
+func TestServeRefusesAnotherLayout(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	st, err := embedded.Open(data, embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := kv.NewDB(st, kv.Options{})
+	layout := tuple.FromBytes(fdbq.DefaultPrefix).MustPack(tuple.Tuple{14})
+	if err := db.Transact(context.Background(), func(tx kv.Tx) error {
+		tx.Set(layout, []byte{fdbq.Layout + 1, 0, 0, 0, 0, 0, 0, 0}) // uint64 LE
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	cfg := filepath.Join(dir, "serve.yaml")
+	if err := os.WriteFile(cfg, []byte("store:\n  path: "+data+"\nhttp:\n  listen: 127.0.0.1:0\ntypes:\n  echo: {}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := jobstage(t, "", "serve", "--config", cfg)
+	if code != 1 || !strings.Contains(errOut, "the store is in layout 2, written by a newer version of jobstage; this one reads layout 1") {
+		t.Fatalf("serve of a layout-2 store: exit %d: %s", code, errOut)
 	}
 }

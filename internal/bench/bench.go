@@ -123,6 +123,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	db := kv.NewDB(st, kv.Options{})
 	defer db.Close()
 	q := fdbq.New(db, fdbq.Options{})
+	if err := q.CheckLayout(ctx, db); err != nil {
+		return nil, err
+	}
 	r := &Result{Concurrency: o.Concurrency, BatchFinish: !o.PerJobFinish}
 	b := &run{o: o, q: q, db: db, r: r}
 

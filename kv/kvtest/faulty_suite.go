@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -452,12 +453,25 @@ func testCommitMarkersCleared(e *env) {
 		}
 		return e.scan(r)
 	}
-	marker := func(age time.Duration) []byte {
-		k := binary.BigEndian.AppendUint64(bytes.Clone(prefix), uint64(time.Now().Add(-age).Unix()))
+	// A marker is a bucket byte (0x80 and up), the second it was written
+	// in and 16 random bytes; markers of the format before buckets have
+	// no bucket byte, and are swept too.
+	marker := func(bucket []byte, age time.Duration) []byte {
+		k := binary.BigEndian.AppendUint64(append(bytes.Clone(prefix), bucket...), uint64(time.Now().Add(-age).Unix()))
 		return append(k, bytes.Repeat([]byte{0x5a}, 16)...)
 	}
-	old, young := marker(2*time.Hour), marker(time.Minute)
-	e.transact(func(tx kv.Tx) error { tx.Set(old, nil); tx.Set(young, nil); return nil })
+	var olds, youngs [][]byte
+	for _, bucket := range [][]byte{nil, {0x80}, {0xc3}, {0xff}} {
+		olds = append(olds, marker(bucket, 2*time.Hour))
+		youngs = append(youngs, marker(bucket, time.Minute))
+	}
+	e.transact(func(tx kv.Tx) error {
+		for i := range olds {
+			tx.Set(olds[i], nil)
+			tx.Set(youngs[i], nil)
+		}
+		return nil
+	})
 
 	db := kv.NewDB(fb, kv.Options{MarkerPrefix: prefix, MarkerRetention: time.Hour})
 	for i := range 50 {
@@ -475,20 +489,28 @@ func testCommitMarkersCleared(e *env) {
 		}
 	}
 	got := markers()
-	var keptYoung, keptOld bool
-	for _, m := range got {
-		keptYoung = keptYoung || bytes.Equal(m.Key, young)
-		keptOld = keptOld || bytes.Equal(m.Key, old)
+	has := func(k []byte) bool {
+		return slices.ContainsFunc(got, func(m kv.KeyValue) bool { return bytes.Equal(m.Key, k) })
 	}
-	if keptOld {
-		e.Errorf("a marker older than the retention survived 50 writes")
+	for i := range olds {
+		if has(olds[i]) {
+			e.Errorf("a marker older than the retention survived 50 writes: %q", olds[i])
+		}
+		if !has(youngs[i]) {
+			e.Errorf("a marker younger than the retention was cleared: %q", youngs[i])
+		}
 	}
-	if !keptYoung {
-		e.Errorf("a marker younger than the retention was cleared")
-	}
-	// The young one, and the last call's own, which only a later write
+	// The young ones, and the last call's own, which only a later write
 	// clears.
-	if len(got) != 2 {
-		e.Errorf("%d markers after 50 calls that wrote and 50 that read, want 2", len(got))
+	if len(got) != len(youngs)+1 {
+		e.Errorf("%d markers after 50 calls that wrote and 50 that read, want %d", len(got), len(youngs)+1)
+	}
+	// Every marker the DB wrote is in a bucket: the last call's.
+	for _, m := range got {
+		if rest := m.Key[len(prefix):]; len(rest) != 25 || rest[0] < 0x80 {
+			if !slices.ContainsFunc(youngs, func(k []byte) bool { return bytes.Equal(k, m.Key) }) {
+				e.Errorf("a marker the DB wrote is not bucket byte, seconds, 16 random bytes: %q", m.Key)
+			}
+		}
 	}
 }
