@@ -200,7 +200,10 @@ func TestIdlePipelineMakesNoTransactions(t *testing.T) {
 		handled <- j.ID
 		return "ok", nil
 	}, consumer.Options{Concurrency: 2, MaxDemand: 4})
-	p := e.start(t, pipeline.From(e.producer(producer.Options{})).To(c))
+	// The activity monitor is left out: what is counted is the pipeline's
+	// own work (the monitor's idle tests are fdbq's: TestSpinMonitorIdle,
+	// TestMonitorIdle…).
+	p := e.start(t, pipeline.From(e.producer(producer.Options{})).To(c).WithOptions(pipeline.Options{NoRecovery: true}))
 
 	e.spy.waitArmed(t, 1) // the producer found nothing and parked
 	assertIdle(t, e, "empty queue")
@@ -241,7 +244,8 @@ func TestWatchWakesIdlePipeline(t *testing.T) {
 		starts <- start{j.ID, e.db.Stats().Transactions.Load(), time.Now()}
 		return true, nil
 	}, consumer.Options{Concurrency: 1})
-	e.start(t, pipeline.From(e.producer(producer.Options{})).To(c))
+	// No monitor: the transactions counted are the pipeline's.
+	e.start(t, pipeline.From(e.producer(producer.Options{})).To(c).WithOptions(pipeline.Options{NoRecovery: true}))
 
 	const rounds = 5
 	for i := range rounds {
