@@ -128,7 +128,7 @@ func (q *Queue) dropUnreadable(tx kv.Tx, typ, id string, b []byte, loc *located)
 	}
 	if found != nil {
 		tx.Clear(found.key)
-		tx.Add(q.k.count(typ, found.state), -1)
+		tx.Add(q.k.countShard(typ, found.state, id), -1)
 	}
 	tx.Clear(q.k.job(typ, id))
 	tx.Add(q.k.change(typ), 1)

@@ -92,7 +92,10 @@
 //	(P, 5, type, expires_ms, id)          ""   running jobs by a deadline of the worker's clock, as
 //	                                      written before version 0x02 records; sweeps move them to (P, 12)
 //	(P, 6, type, finished_ms, id)         ""   finished jobs by finish time; retention sweeps them
-//	(P, 7, type, state)                   int64 LE, atomic add: jobs per state, for O(1) counts
+//	(P, 7, type, state, shard)            int64 LE, atomic add: jobs per state, spread over 16 shards
+//	                                      by a hash of the job's id (no key is written by every job of
+//	                                      the type) and read by summing the range (P, 7, type, state),
+//	                                      which also holds the unsharded count of stores written before
 //	(P, 8, type)                          type settings: JSON (activity timeout, retry policy,
 //	                                      paused, retention); the type registry
 //	(P, 9, claim_ms, lock)                JSON list of ids: what one Accept took, so that a retry

@@ -35,9 +35,21 @@ func (q *Queue) Count(ctx context.Context, tr kv.ReadTransactor, typ string, s S
 		return 0, errorf(ErrInvalidJob, "count: unknown state %q", s)
 	}
 	return kv.ReadTransact(ctx, tr, func(tx kv.ReadTx) (int64, error) {
-		b, err := snapshotOf(tx).Get(q.k.count(typ, s))
-		return kv.DecodeInt64(b), err
+		return q.countOf(snapshotOf(tx), typ, s)
 	})
+}
+
+// countOf sums the keys of the count of typ in state s (see countShards).
+func (q *Queue) countOf(tx kv.ReadTx, typ string, s State) (int64, error) {
+	kvs, err := tx.GetRange(q.k.countRange(typ, s), kv.RangeOptions{})
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, e := range kvs {
+		n += kv.DecodeInt64(e.Value)
+	}
+	return n, nil
 }
 
 // ListOptions select a page of jobs.

@@ -226,11 +226,44 @@ func (k keys) finished(typ string, finishedMs int64, id string) []byte {
 
 func (k keys) finishedType(typ string) tuple.Subspace { return k.root.Sub(tagFinished, typ) }
 
+// count is the key under which a type's count of jobs in state s is
+// kept: the count is the sum of the keys of its range (countRange).
 func (k keys) count(typ string, s State) []byte {
 	if b, ok := k.of(typ).count[s]; ok {
 		return b
 	}
 	return k.root.MustPack(tuple.Tuple{tagCount, typ, string(s)})
+}
+
+// countShards is how many keys a type's count of jobs in a state is
+// spread over: (P, 7, type, state, shard), the shard a hash of the job's
+// id, read by summing. FoundationDB keeps a key on one storage team and
+// cannot split it, so a key that every job of a type writes caps the
+// type's throughput at one team's, however large the cluster; spread
+// over countShards keys, a state change of one job writes 1/countShards
+// of the type's counter traffic to each. A store written before shards
+// kept the count at (P, 7, type, state) itself, which the sum includes:
+// such a store is read as it is.
+const countShards = 16
+
+// countShard is the key of job id's shard of the count of typ in state s.
+func (k keys) countShard(typ string, s State, id string) []byte {
+	base := k.count(typ, s)
+	h := uint32(2166136261) // FNV-1a
+	for i := 0; i < len(id); i++ {
+		h = (h ^ uint32(id[i])) * 16777619
+	}
+	return appendInt(append(make([]byte, 0, len(base)+2), base...), int64(h%countShards))
+}
+
+// countRange is the range whose keys sum to the count of typ in state s:
+// the key of before shards, and every shard's.
+func (k keys) countRange(typ string, s State) kv.Range {
+	r, err := kv.PrefixRange(k.count(typ, s))
+	if err != nil {
+		panic(err) // not reached: a packed tuple never ends in 0xff only
+	}
+	return r
 }
 
 func (k keys) typ(name string) []byte { return k.root.MustPack(tuple.Tuple{tagType, name}) }

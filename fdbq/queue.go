@@ -178,9 +178,9 @@ func (q *Queue) putFrom(tx kv.Tx, typ, id string, old, rec *record, from []byte)
 	}
 	if old == nil || old.State != rec.State {
 		if old != nil {
-			tx.Add(q.k.count(typ, old.State), -1)
+			tx.Add(q.k.countShard(typ, old.State, id), -1)
 		}
-		tx.Add(q.k.count(typ, rec.State), 1)
+		tx.Add(q.k.countShard(typ, rec.State, id), 1)
 	}
 	tx.Set(q.k.job(typ, id), b)
 	tx.Add(q.k.change(typ), 1)
@@ -234,7 +234,7 @@ const maxTimeoutMs = math.MaxInt64 / int64(time.Millisecond)
 // drop deletes a job.
 func (q *Queue) drop(tx kv.Tx, typ, id string, old *record) {
 	q.unindex(tx, typ, id, old)
-	tx.Add(q.k.count(typ, old.State), -1)
+	tx.Add(q.k.countShard(typ, old.State, id), -1)
 	tx.Clear(q.k.job(typ, id))
 	tx.Add(q.k.change(typ), 1)
 }
@@ -338,11 +338,11 @@ func (q *Queue) typeInfo(tx kv.ReadTx, name string, s TypeSettings) (*TypeInfo, 
 		st  State
 		dst *int64
 	}{{Pending, &info.Pending}, {Running, &info.Running}, {Finished, &info.Finished}} {
-		b, err := tx.Get(q.k.count(name, c.st))
+		n, err := q.countOf(tx, name, c.st)
 		if err != nil {
 			return nil, err
 		}
-		*c.dst = kv.DecodeInt64(b)
+		*c.dst = n
 	}
 	return info, nil
 }

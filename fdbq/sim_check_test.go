@@ -1017,11 +1017,22 @@ func scanStore(ctx context.Context, db *kv.DB, prefix []byte) (map[simJobRef]*fd
 		if err != nil {
 			return err
 		}
+		// A count is the sum of its shards (type, state, shard) and of the
+		// unsharded key (type, state) of stores written before shards.
 		counted := map[typeState]bool{}
+		sums := map[typeState]int64{}
 		for i, t := range counts {
 			k := typeState{t[0].(string), fdbq.State(t[1].(string))}
+			if len(t) == 3 {
+				if sh, ok := t[2].(int64); !ok || sh < 0 || sh >= 16 {
+					bad(simJobRef{typ: k.typ}, "a %s counter keyed %v", k.state, t)
+				}
+			}
 			counted[k] = true
-			if n := kv.DecodeInt64(vs[i]); n != byState[k] {
+			sums[k] += kv.DecodeInt64(vs[i])
+		}
+		for k, n := range sums {
+			if n != byState[k] {
 				bad(simJobRef{typ: k.typ}, "the %s counter says %d, the records %d", k.state, n, byState[k])
 			}
 		}
