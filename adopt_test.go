@@ -3,14 +3,12 @@ package jobstage_test
 import (
 	"context"
 	"encoding/json"
-	"runtime"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/jobstage/jobstage"
 	"github.com/jobstage/jobstage/consumer"
 	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/internal/jobtest"
 	"github.com/jobstage/jobstage/jobstagetest"
 	"github.com/jobstage/jobstage/pipeline"
 	"github.com/jobstage/jobstage/producer"
@@ -37,23 +35,7 @@ func TestPipelineStartedBeforeTheClientMovesToItsMonitor(t *testing.T) {
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := settledLoops(1); n != 1 {
+	if n := jobtest.MonitorLoops(1); n != 1 {
 		t.Fatalf("%d activity monitors run over the client's queue, want 1", n)
 	}
-}
-
-// settledLoops counts the activity monitors running in the process once
-// they are want, or after a second: a monitor's goroutine that has not
-// run yet is not counted as its loop, and one whose Stop returned may
-// still be leaving it.
-func settledLoops(want int) int {
-	loops := func() int {
-		buf := make([]byte, 1<<22)
-		return strings.Count(string(buf[:runtime.Stack(buf, true)]), "fdbq.(*Monitor).loop(")
-	}
-	n := loops()
-	for deadline := time.Now().Add(time.Second); n != want && time.Now().Before(deadline); n = loops() {
-		time.Sleep(5 * time.Millisecond)
-	}
-	return n
 }

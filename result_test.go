@@ -10,6 +10,7 @@ import (
 	"github.com/jobstage/jobstage"
 	"github.com/jobstage/jobstage/consumer"
 	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/internal/jobtest"
 	"github.com/jobstage/jobstage/jobstagetest"
 	"github.com/jobstage/jobstage/pipeline"
 	"github.com/jobstage/jobstage/producer"
@@ -133,7 +134,7 @@ func TestPipelineOnClientQueueJoinsItsMonitor(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Stop(ctx)
-	if n := settledLoops(1); n != 1 {
+	if n := jobtest.MonitorLoops(1); n != 1 {
 		t.Fatalf("%d activity monitors run over the client's queue, want 1", n)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/fxjobstage"
+	"github.com/jobstage/jobstage/internal/jobtest"
 	"github.com/jobstage/jobstage/kv/embedded"
 )
 
@@ -26,7 +27,7 @@ func TestApplicationRunsOneMonitorPipelinesFirst(t *testing.T) {
 	)
 	app.RequireStart()
 	defer app.RequireStop()
-	if n := settledLoops(1); n != 1 {
+	if n := jobtest.MonitorLoops(1); n != 1 {
 		t.Fatalf("%d activity monitors run over the application's one queue, want 1", n)
 	}
 }

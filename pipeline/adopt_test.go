@@ -7,6 +7,7 @@ import (
 
 	"github.com/jobstage/jobstage/consumer"
 	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/internal/jobtest"
 	"github.com/jobstage/jobstage/pipeline"
 	"github.com/jobstage/jobstage/producer"
 )
@@ -34,7 +35,7 @@ func TestAdoptedMonitorOutlivesItsPipelines(t *testing.T) {
 		if err := p.Start(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if n := settledLoops(1); n != 1 {
+		if n := jobtest.MonitorLoops(1); n != 1 {
 			t.Fatalf("pipeline %d: %d monitors run beside the adopted one's pipeline, want 1 (the adopted)", i, n)
 		}
 		stopNow(t, p)
@@ -101,7 +102,7 @@ func TestAdoptAcquireReleaseConcurrently(t *testing.T) {
 	if n := pipeline.MonitorsRunning(); n != 0 {
 		t.Fatalf("%d monitors registered after everything stopped", n)
 	}
-	if n := settledLoops(1); n != 1 {
+	if n := jobtest.MonitorLoops(1); n != 1 {
 		t.Fatalf("%d monitors run, want the owner's 1", n)
 	}
 	m.Stop(context.Background())
@@ -120,7 +121,7 @@ func TestAdoptTakesOverThePipelinesMonitor(t *testing.T) {
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n := settledLoops(1); n != 1 {
+	if n := jobtest.MonitorLoops(1); n != 1 {
 		t.Fatalf("%d monitors run for one pipeline, want 1", n)
 	}
 	m := fdbq.NewMonitor(e.q, fdbq.MonitorOptions{Interval: 10 * time.Millisecond})
@@ -130,11 +131,11 @@ func TestAdoptTakesOverThePipelinesMonitor(t *testing.T) {
 	defer m.Stop(context.Background())
 	release := pipeline.AdoptMonitor(e.q, m)
 	defer release()
-	if n := settledLoops(1); n != 1 {
+	if n := jobtest.MonitorLoops(1); n != 1 {
 		t.Fatalf("%d monitors run once the owner adopted its own beside a running pipeline, want 1 (the adopted)", n)
 	}
 	stopNow(t, p)
-	if n, loops := pipeline.MonitorsRunning(), settledLoops(1); n != 1 || loops != 1 {
+	if n, loops := pipeline.MonitorsRunning(), jobtest.MonitorLoops(1); n != 1 || loops != 1 {
 		t.Fatalf("after the pipeline stopped: %d registered, %d running; want the adopted one", n, loops)
 	}
 }

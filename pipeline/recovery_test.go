@@ -2,13 +2,13 @@ package pipeline_test
 
 import (
 	"context"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jobstage/jobstage/consumer"
 	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/internal/jobtest"
 	"github.com/jobstage/jobstage/pipeline"
 	"github.com/jobstage/jobstage/producer"
 )
@@ -90,24 +90,6 @@ func stopNow(t *testing.T, p *pipeline.Pipeline) {
 	}
 }
 
-// monitorLoops counts the activity monitors running in the process.
-func monitorLoops() int {
-	buf := make([]byte, 1<<22)
-	n := runtime.Stack(buf, true)
-	return strings.Count(string(buf[:n]), "fdbq.(*Monitor).loop(")
-}
-
-// settledLoops is monitorLoops once it is want, or after a second: a
-// monitor's goroutine that has not run yet is not counted as its loop,
-// and one whose Stop returned may still be leaving it.
-func settledLoops(want int) int {
-	n := monitorLoops()
-	for deadline := time.Now().Add(time.Second); n != want && time.Now().Before(deadline); n = monitorLoops() {
-		time.Sleep(5 * time.Millisecond)
-	}
-	return n
-}
-
 // A monitor its owner runs and adopts is the one pipelines of its queue
 // join: they start none, and their stop does not stop it. After its
 // release the next pipeline starts its own again.
@@ -135,12 +117,12 @@ func TestPipelinesJoinAnAdoptedMonitor(t *testing.T) {
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n := settledLoops(1); n != 1 {
+	if n := jobtest.MonitorLoops(1); n != 1 {
 		t.Fatalf("%d monitors run beside the adopted one's pipeline, want 1 (the adopted)", n)
 	}
 	e.waitFinished(t, "orphan")
 	stopNow(t, p)
-	if n := settledLoops(1); n != 1 {
+	if n := jobtest.MonitorLoops(1); n != 1 {
 		t.Fatalf("the pipeline's stop stopped the adopted monitor (%d running)", n)
 	}
 	release()
@@ -154,7 +136,7 @@ func TestPipelinesJoinAnAdoptedMonitor(t *testing.T) {
 	if err := p2.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n := settledLoops(2); n != 2 {
+	if n := jobtest.MonitorLoops(2); n != 2 {
 		t.Fatalf("after the release a pipeline runs %d monitors beside the adopted, want its own 1", n-1)
 	}
 	stopNow(t, p2)

@@ -6,6 +6,8 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,4 +93,21 @@ func OpenDB(t testing.TB) *kv.DB {
 	db := kv.NewDB(st, kv.Options{})
 	t.Cleanup(func() { db.Close() })
 	return db
+}
+
+// MonitorLoops counts the activity monitors (fdbq.Monitor) whose loop
+// runs in the process, once the count is want or after a second: a
+// monitor's goroutine that has not run yet is not counted as its loop,
+// and one whose Stop returned may still be leaving it. Goroutine stacks
+// are all there is to observe, so it looks again every few milliseconds.
+func MonitorLoops(want int) int {
+	loops := func() int {
+		buf := make([]byte, 1<<22)
+		return strings.Count(string(buf[:runtime.Stack(buf, true)]), "fdbq.(*Monitor).loop(")
+	}
+	n := loops()
+	for deadline := time.Now().Add(time.Second); n != want && time.Now().Before(deadline); n = loops() {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return n
 }
