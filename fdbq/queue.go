@@ -1,6 +1,7 @@
 package fdbq
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -334,15 +335,24 @@ func (q *Queue) GetType(ctx context.Context, tr kv.ReadTransactor, name string) 
 
 func (q *Queue) typeInfo(tx kv.ReadTx, name string, s TypeSettings) (*TypeInfo, error) {
 	info := &TypeInfo{Name: name, Settings: s}
-	for _, c := range []struct {
-		st  State
-		dst *int64
-	}{{Pending, &info.Pending}, {Running, &info.Running}, {Finished, &info.Finished}} {
-		n, err := q.countOf(tx, name, c.st)
-		if err != nil {
-			return nil, err
+	// One read of the type's counters, every state's shards in it.
+	r, err := kv.PrefixRange(q.k.root.MustPack(tuple.Tuple{tagCount, name}))
+	if err != nil {
+		return nil, err
+	}
+	kvs, err := tx.GetRange(r, kv.RangeOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range kvs {
+		switch n := kv.DecodeInt64(e.Value); {
+		case bytes.HasPrefix(e.Key, q.k.count(name, Pending)):
+			info.Pending += n
+		case bytes.HasPrefix(e.Key, q.k.count(name, Running)):
+			info.Running += n
+		case bytes.HasPrefix(e.Key, q.k.count(name, Finished)):
+			info.Finished += n
 		}
-		*c.dst = n
 	}
 	return info, nil
 }
