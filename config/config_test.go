@@ -126,7 +126,7 @@ types:
 		Retry:           fdbq.RetryPolicy{MaxAttempts: 1, Backoff: fdbq.Constant, Base: 5 * time.Second},
 		Paused:          true,
 	}
-	if got := c.Types["t"].Settings(); got != want {
+	if got := c.Types["t"].Settings(); !got.Equal(want) {
 		t.Errorf("Settings = %+v, want %+v", got, want)
 	}
 }

@@ -163,8 +163,21 @@ type acceptResult struct {
 	// other accepts of the group, is closed when one of them lets go.
 	groupWake <-chan struct{}
 	// promote and demote say what moveEntries has to move (see
-	// acceptWindowRead).
-	promote, demote bool
+	// acceptWindowRead): demote names the zones read that have entries
+	// not due yet.
+	promote bool
+	demote  []zone
+	// limitWatch are the running counts whose fall would let the type or
+	// a key held back by its bound start a job; limitWatches the watches
+	// of them a waiting accept set.
+	limitWatch   [][]byte
+	limitWatches []kv.Watch
+	// moreZones: the accept read as many zones as one may and took
+	// nothing; others are left to read.
+	moreZones bool
+	// watchChanges: a waiting accept watches the type's change key too
+	// (acceptFrom).
+	watchChanges bool
 	// again: a job picked could not be taken, and the accept should look
 	// again rather than wait, now that it passes over that job.
 	again bool
@@ -185,7 +198,7 @@ func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lea
 		deadline = t.C
 	}
 	var rewatch watchRetry
-	lookAgain := 8
+	lookAgain, moreZones := 8, maxZoneRounds
 	for {
 		// The lock and the claim key are made outside the transaction: if
 		// a commit's result is unknown, the retry finds the claim and
@@ -202,7 +215,7 @@ func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lea
 			return nil, err
 		}
 		demoted := 0
-		if res.promote || res.demote {
+		if res.promote || len(res.demote) > 0 {
 			// The accept has committed: a move that fails takes nothing
 			// from it, and the next accept moves again.
 			demoted, _ = q.moveEntries(ctx, typ, res.promote, res.demote, o.Window)
@@ -210,15 +223,23 @@ func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lea
 		if len(res.leases) > 0 {
 			return res.leases, nil
 		}
-		if (demoted > 0 || res.again) && lookAgain > 0 {
-			// Jobs that were in the way are out of it: look again at once,
-			// a bounded number of times (others may keep writing entries
-			// that this clock finds not yet due).
-			lookAgain--
-			if res.watch != nil {
-				res.watch.Cancel()
+		if (demoted > 0 || res.again) && lookAgain > 0 || res.moreZones && moreZones > 0 {
+			// Jobs that were in the way are out of it, or zones are left
+			// to read: look again at once, a bounded number of times
+			// (others may keep writing entries that this clock finds not
+			// yet due, or emptying zones).
+			if res.moreZones {
+				moreZones--
+			} else {
+				lookAgain--
 			}
+			res.cancel()
 			continue
+		}
+		if res.moreZones {
+			// Zones are left unread still: look again soon rather than
+			// wait for a mark that may have been made already.
+			res.next = earliest(res.next, q.nowMs()+limitRecheck.Milliseconds())
 		}
 		if !wait {
 			return nil, nil
@@ -226,6 +247,20 @@ func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lea
 		if again, err := q.acceptWait(ctx, res, deadline, &rewatch); !again {
 			return nil, err
 		}
+	}
+}
+
+// maxZoneRounds bounds the accept transactions one Accept runs back to
+// back while zones are left to read (acceptResult.moreZones).
+const maxZoneRounds = 64
+
+// cancel cancels the watches of res.
+func (res *acceptResult) cancel() {
+	if res.watch != nil {
+		res.watch.Cancel()
+	}
+	for _, w := range res.limitWatches {
+		w.Cancel()
 	}
 }
 
@@ -294,6 +329,8 @@ func (q *Queue) acceptWait(ctx context.Context, res *acceptResult, deadline <-ch
 		// again under a new lock.
 		return true, nil
 	}
+	limited, stopLimited := anyReady(res.limitWatches)
+	defer stopLimited()
 	var timer <-chan time.Time
 	stopTimer := func() {}
 	if res.next > 0 {
@@ -312,6 +349,8 @@ func (q *Queue) acceptWait(ctx context.Context, res *acceptResult, deadline <-ch
 			return false, err
 		}
 		return true, nil
+	case <-limited:
+		res.watch.Cancel()
 	case <-timer:
 		res.watch.Cancel()
 	case <-deadline:
@@ -325,6 +364,31 @@ func (q *Queue) acceptWait(ctx context.Context, res *acceptResult, deadline <-ch
 	}
 	stopTimer()
 	return true, nil
+}
+
+// anyReady returns a channel closed once any of ws is ready, and a stop
+// that cancels them all and must be called.
+func anyReady(ws []kv.Watch) (<-chan struct{}, func()) {
+	if len(ws) == 0 {
+		return nil, func() {}
+	}
+	ready, done := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	for _, w := range ws {
+		go func() {
+			select {
+			case <-w.Ready():
+				once.Do(func() { close(ready) })
+			case <-done:
+			}
+		}()
+	}
+	return ready, func() {
+		close(done)
+		for _, w := range ws {
+			w.Cancel()
+		}
+	}
 }
 
 // maxWindow bounds AcceptOptions.Window.
@@ -364,15 +428,26 @@ func (q *Queue) acceptTx(tx kv.Tx, typ string, o AcceptOptions, lock string, cla
 		maxSched = o.MaxScheduledAt.UnixMilli()
 	}
 	snap := tx.Snapshot()
-	w, err := q.acceptWindow(snap, typ, now, maxSched, o.Window)
-	if err != nil {
-		return nil, err
-	}
-	res.promote, res.demote = w.promote, w.demote
 	token := newStampToken()
-	ids, err := q.takePicks(tx, typ, lock, o, s, token, now, wait, w.cands, held, res)
-	if err != nil {
-		return nil, err
+	want := o.Max
+	if s.MaxRunning > 0 {
+		// Read with a conflict: every start and end of the type's jobs
+		// changes it, so accepts that together would pass the bound
+		// cannot both commit.
+		running, nonzero, err := sumRange(tx, q.k.countRange(typ, Running))
+		if err != nil {
+			return nil, err
+		}
+		if want = min(want, s.MaxRunning-int(running)); want <= 0 {
+			want, res.limitWatch = 0, nonzero
+		}
+	}
+	var ids []string
+	if want > 0 {
+		var err error
+		if ids, err = q.acceptZones(tx, snap, typ, lock, o, want, s, token, now, maxSched, wait, held, res); err != nil {
+			return nil, err
+		}
 	}
 	if len(ids) > 0 {
 		b, _ := json.Marshal(ids)
@@ -395,10 +470,143 @@ func (q *Queue) acceptTx(tx kv.Tx, typ string, o AcceptOptions, lock string, cla
 		if err != nil {
 			return nil, err
 		}
-		res.next = earliest(w.next, next)
+		res.next = earliest(res.next, next)
 	}
 	res.watch = tx.Watch(q.k.watch(typ))
+	if res.watchChanges {
+		res.limitWatch = append(res.limitWatch, q.k.change(typ))
+	}
+	// Held back by a bound: a running count that falls frees a start.
+	for i, k := range res.limitWatch {
+		if i == maxLimitWatches {
+			res.next = earliest(res.next, now+limitRecheck.Milliseconds())
+			break
+		}
+		res.limitWatches = append(res.limitWatches, tx.Watch(k))
+	}
 	return res, nil
+}
+
+// acceptZones takes up to want jobs for an accept from the type's zones
+// with ready jobs (and the due entries of its scheduled index), appending
+// them to res.leases, and returns their ids. It chooses a zone at random
+// by the keys' weights (typeZones.choose), reads the first entries of its
+// range of the ready index, and takes from them what the key's bounds
+// allow; then another zone, while it has taken fewer than want, up to
+// maxZoneTries zones. A zone found empty has its mark cleared, with a
+// read conflict on its range: an add to it that commits meanwhile fails
+// this commit, and one after it marks the zone again.
+func (q *Queue) acceptZones(tx kv.Tx, snap kv.ReadTx, typ, lock string, o AcceptOptions, want int, s TypeSettings, token, now, maxSched int64,
+	wait bool, held *[]heldJob, res *acceptResult) ([]string, error) {
+	tz, current, err := q.zonesOf(snap, typ, s, false)
+	if err != nil {
+		return nil, err
+	}
+	skipKeys, skipZones := map[string]bool{}, map[zone]bool{}
+	allow := map[string]*keyAllowance{}
+	var ids []string
+	withScheduled := true
+	reads, keyReads := 0, 0
+	for len(res.leases) < want && res.groupWake == nil {
+		z, ok := tz.choose(skipKeys, skipZones)
+		if !ok && !withScheduled {
+			if current {
+				break
+			}
+			// What is known of the zones is older than the watch key:
+			// read the index again before concluding there is nothing.
+			if tz, current, err = q.zonesOf(snap, typ, s, true); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if ok && z.key != "" && allow[z.key] == nil && s.policy(z.key).limited() {
+			if keyReads++; keyReads > maxKeyReads {
+				res.next = earliest(res.next, now+limitRecheck.Milliseconds())
+				break
+			}
+			a, err := q.allowance(tx, typ, z.key, s.policy(z.key), now)
+			if err != nil {
+				return nil, err
+			}
+			allow[z.key] = a
+			if a.left == 0 {
+				q.heldBack(z.key, a, skipKeys, res)
+				continue
+			}
+		}
+		if ok {
+			if reads == maxZoneTries {
+				res.moreZones = true
+				break
+			}
+			reads++
+			skipZones[z] = true
+		}
+		got, err := q.acceptFrom(tx, snap, typ, lock, o, want, s, token, now, maxSched, wait, held, res, z, ok, withScheduled, allow, skipKeys)
+		if err != nil {
+			return nil, err
+		}
+		withScheduled = false
+		ids = append(ids, got...)
+	}
+	return ids, nil
+}
+
+// maxKeyReads bounds the fairness keys whose bounds one accept
+// transaction reads.
+const maxKeyReads = 64
+
+// heldBack records that key is held back by its bounds (a).
+func (q *Queue) heldBack(key string, a *keyAllowance, skipKeys map[string]bool, res *acceptResult) {
+	skipKeys[key] = true
+	res.limitWatch = append(res.limitWatch, a.watch...)
+	if a.until > 0 {
+		res.next = earliest(res.next, a.until)
+	}
+}
+
+// acceptFrom reads zone z (with inZone) and, withScheduled, the due
+// entries of the scheduled index, and takes from them what the keys'
+// bounds allow, up to want leases in all. A zone found empty has its
+// mark cleared, with a read conflict on its range: an add to it that
+// commits meanwhile fails this commit, and one after it marks the zone
+// again.
+func (q *Queue) acceptFrom(tx kv.Tx, snap kv.ReadTx, typ, lock string, o AcceptOptions, want int, s TypeSettings, token, now, maxSched int64,
+	wait bool, held *[]heldJob, res *acceptResult, z zone, inZone, withScheduled bool, allow map[string]*keyAllowance, skipKeys map[string]bool) ([]string, error) {
+	w, err := q.acceptWindow(snap, typ, z, inZone, withScheduled, now, maxSched, o.Window)
+	if err != nil {
+		return nil, err
+	}
+	res.promote = res.promote || w.promote
+	if w.demote {
+		res.demote = append(res.demote, z)
+	}
+	res.next = earliest(res.next, w.next)
+	if inZone && w.empty {
+		tx.AddReadConflictRange(q.k.zoneReady(typ, z).Range())
+		tx.Clear(q.k.zoneMark(typ, z))
+		q.zones.forget(typ)
+	}
+	if inZone && !w.empty && len(w.cands) == 0 {
+		// The zone has jobs this accept cannot take (scheduled after its
+		// bound, or unreadable): an add to it marks nothing, so only
+		// the type's change key tells of one it could take.
+		res.watchChanges = true
+	}
+	cands, err := q.allowed(tx, typ, s, w.cands, allow, skipKeys, now, res)
+	if err != nil || len(cands) == 0 {
+		return nil, err
+	}
+	oz := o
+	oz.Max = want
+	first := len(res.leases)
+	ids, err := q.takePicks(tx, typ, lock, oz, s, token, now, wait, cands, held, res)
+	if err != nil {
+		return nil, err
+	}
+	q.countStarts(tx, typ, res.leases[first:], allow, skipKeys)
+	return ids, nil
 }
 
 // takePicks takes jobs of the window's candidates, in index order,
@@ -418,7 +626,8 @@ func (q *Queue) takePicks(tx kv.Tx, typ, lock string, o AcceptOptions, s TypeSet
 	window []candidate, held *[]heldJob, res *acceptResult) ([]string, error) {
 	left := window
 	var keys [][]byte
-	ids := make([]string, 0, o.Max)
+	first := len(res.leases)
+	ids := make([]string, 0, o.Max-first)
 	for len(res.leases) < o.Max && len(left) > 0 {
 		cands, need := left[:min(len(left), o.Window)], o.Max-len(res.leases)
 		if o.Group != nil {
@@ -460,10 +669,10 @@ func (q *Queue) takePicks(tx kv.Tx, typ, lock string, o AcceptOptions, s TypeSet
 		}
 		left = slices.DeleteFunc(slices.Clone(left), func(c candidate) bool { return tried[c.id] })
 	}
-	if res.again && len(res.leases) > 1 {
+	if res.again && len(res.leases)-first > 1 {
 		// Replacements were picked after the first picks: back to index
 		// order.
-		sort.Sort(byKey{keys, res.leases})
+		sort.Sort(byKey{keys, res.leases[first:]})
 	}
 	return ids, nil
 }
@@ -603,6 +812,7 @@ type candidate struct {
 	// key is the job's key in the ready index, where it is, or would be:
 	// candidates are ordered by it.
 	key      []byte
+	zone     zone
 	priority int
 	sched    int64
 	id       string
@@ -614,38 +824,54 @@ type candidate struct {
 
 // parsePending reads a ready index entry's key: the fast path of keys, or
 // the tuple layer for a key it does not read (which it then checks).
-func (q *Queue) parsePending(typ string, key []byte) (negPriority, schedMs int64, id string, err error) {
-	if n, s, id, ok := q.k.parsePending(typ, key); ok {
-		return n, s, id, nil
+func (q *Queue) parsePending(typ string, key []byte) (z zone, negPriority, schedMs int64, id string, err error) {
+	if z, n, s, id, ok := q.k.parsePending(typ, key); ok {
+		return z, n, s, id, nil
 	}
-	n, s, id, err := parseEntryTuple(q.k.pendingType(typ), key)
-	return n, s, id, err
+	t, err := q.k.pendingType(typ).Unpack(key)
+	if err == nil {
+		if z, ok := tupleZone(t, 0); ok && len(t) == 5 {
+			n, ok1 := t[2].(int64)
+			s, ok2 := t[3].(int64)
+			id, ok3 := t[4].(string)
+			if ok1 && ok2 && ok3 {
+				return z, n, s, id, nil
+			}
+		}
+	}
+	return zone{}, 0, 0, "", fmt.Errorf("fdbq: malformed pending entry %q", key)
 }
 
 // parseScheduled is parsePending for a scheduled index entry's key.
-func (q *Queue) parseScheduled(typ string, key []byte) (negPriority, schedMs int64, id string, err error) {
-	if n, s, id, ok := q.k.parseScheduled(typ, key); ok {
-		return n, s, id, nil
+func (q *Queue) parseScheduled(typ string, key []byte) (z zone, negPriority, schedMs int64, id string, err error) {
+	if z, n, s, id, ok := q.k.parseScheduled(typ, key); ok {
+		return z, n, s, id, nil
 	}
-	s, n, id, err := parseEntryTuple(q.k.scheduledType(typ), key)
-	return n, s, id, err
-}
-
-// parseEntryTuple reads (sub…, a, b, id) with the tuple layer.
-func parseEntryTuple(sub tuple.Subspace, key []byte) (a, b int64, id string, err error) {
-	t, err := sub.Unpack(key)
-	if err != nil {
-		return 0, 0, "", err
-	}
-	if len(t) == 3 {
-		a, ok1 := t[0].(int64)
-		b, ok2 := t[1].(int64)
-		id, ok3 := t[2].(string)
-		if ok1 && ok2 && ok3 {
-			return a, b, id, nil
+	t, err := q.k.scheduledType(typ).Unpack(key)
+	if err == nil {
+		if z, ok := tupleZone(t, 2); ok && len(t) == 5 {
+			s, ok1 := t[0].(int64)
+			n, ok2 := t[1].(int64)
+			id, ok3 := t[4].(string)
+			if ok1 && ok2 && ok3 {
+				return z, n, s, id, nil
+			}
 		}
 	}
-	return 0, 0, "", fmt.Errorf("fdbq: malformed pending entry %q", key)
+	return zone{}, 0, 0, "", fmt.Errorf("fdbq: malformed scheduled entry %q", key)
+}
+
+// tupleZone reads a zone from t's elements at and after i.
+func tupleZone(t tuple.Tuple, i int) (zone, bool) {
+	if len(t) < i+2 {
+		return zone{}, false
+	}
+	key, ok1 := t[i].(string)
+	shard, ok2 := t[i+1].(int64)
+	if !ok1 || !ok2 || shard < 0 || shard >= MaxZones {
+		return zone{}, false
+	}
+	return zone{key: key, shard: int(shard)}, true
 }
 
 // acceptWindowRead is what an accept read of a type's two indexes.
@@ -660,6 +886,8 @@ type acceptWindowRead struct {
 	promote bool
 	// demote: the ready index's entries read include some not yet due.
 	demote bool
+	// empty: the zone's range of the ready index has no entry.
+	empty bool
 }
 
 // scheduledWindow is how many of the scheduled index's due entries an
@@ -667,21 +895,71 @@ type acceptWindowRead struct {
 func scheduledWindow(window int) int { return max(window, DefaultWindow) }
 
 // acceptWindow reads, without conflicts, the jobs an accept may take: the
-// first window entries of the ready index (the jobs that were due when
-// indexed, by priority) that are scheduled by maxSched, merged with the
-// first entries of the scheduled index (by scheduled time) that are due by
-// now or scheduled by maxSched. A fixed number of range reads, each of a
-// bounded number of keys, however many priorities and scheduled times the
-// type's jobs have. Entries known to be unreadable are passed over, and
-// each read takes as many more keys as there are of them.
-func (q *Queue) acceptWindow(snap kv.ReadTx, typ string, now, maxSched int64, window int) (*acceptWindowRead, error) {
+// first window entries of zone z's range of the ready index (the jobs
+// that were due when indexed, by priority) that are scheduled by maxSched
+// (with inZone), merged, withScheduled, with the first entries of the
+// scheduled index (by scheduled time) that are due by now or scheduled by
+// maxSched. A fixed number of range reads, each of a bounded number of
+// keys, however many priorities and scheduled times the type's jobs
+// have. Entries known to be unreadable are passed over, and each read
+// takes as many more keys as there are of them.
+func (q *Queue) acceptWindow(snap kv.ReadTx, typ string, z zone, inZone, withScheduled bool, now, maxSched int64, window int) (*acceptWindowRead, error) {
 	w := &acceptWindowRead{}
 	known := q.unreadable.count(typ)
-	ready := q.k.pendingType(typ).Range()
-	kvs, err := snap.GetRange(ready, kv.RangeOptions{Limit: window + known})
+	if inZone {
+		if err := q.readyWindow(snap, typ, z, now, maxSched, window, known, w); err != nil {
+			return nil, err
+		}
+	}
+	if !withScheduled {
+		return w, nil
+	}
+	limit := scheduledWindow(window) + known
+	due := rangeUpTo(q.k.scheduledType(typ), max(now, maxSched))
+	kvs, err := snap.GetRange(due, kv.RangeOptions{Limit: limit})
 	if err != nil {
 		return nil, err
 	}
+	if known > 0 {
+		q.unreadable.prune(typ, due, kvs, limit)
+	}
+	merged := false
+	for _, e := range kvs {
+		if known > 0 && q.unreadable.known(typ, e.Key, e.Value, q.now()) {
+			continue
+		}
+		ez, neg, sched, id, err := q.parseScheduled(typ, e.Key)
+		if err != nil {
+			_ = q.unreadableJob(typ, e.Key, e.Value, err)
+			continue
+		}
+		if sched > maxSched {
+			continue
+		}
+		key := q.k.pending(typ, ez, int(-neg), sched, id)
+		w.cands = append(w.cands, candidate{key: key, zone: ez, priority: int(-neg), sched: sched, id: id, record: e.Value, entry: e.Key})
+		merged = true
+	}
+	if len(kvs) == limit {
+		if _, _, sched, _, err := q.parseScheduled(typ, kvs[len(kvs)-1].Key); err == nil && sched <= now {
+			w.promote = true
+		}
+	}
+	if merged {
+		slices.SortStableFunc(w.cands, func(a, b candidate) int { return bytes.Compare(a.key, b.key) })
+	}
+	return w, nil
+}
+
+// readyWindow reads the first window entries of zone z's range of the
+// ready index into w.
+func (q *Queue) readyWindow(snap kv.ReadTx, typ string, z zone, now, maxSched int64, window, known int, w *acceptWindowRead) error {
+	ready := q.k.zoneReady(typ, z).Range()
+	kvs, err := snap.GetRange(ready, kv.RangeOptions{Limit: window + known})
+	if err != nil {
+		return err
+	}
+	w.empty = len(kvs) == 0
 	if known > 0 {
 		q.unreadable.prune(typ, ready, kvs, window+known)
 	}
@@ -689,7 +967,7 @@ func (q *Queue) acceptWindow(snap kv.ReadTx, typ string, now, maxSched int64, wi
 		if known > 0 && q.unreadable.known(typ, e.Key, e.Value, q.now()) {
 			continue
 		}
-		neg, sched, id, err := q.parsePending(typ, e.Key)
+		ez, neg, sched, id, err := q.parsePending(typ, e.Key)
 		if err != nil {
 			_ = q.unreadableJob(typ, e.Key, e.Value, err)
 			continue
@@ -703,42 +981,9 @@ func (q *Queue) acceptWindow(snap kv.ReadTx, typ string, now, maxSched int64, wi
 		if sched > maxSched {
 			continue
 		}
-		w.cands = append(w.cands, candidate{key: e.Key, priority: int(-neg), sched: sched, id: id, record: e.Value, entry: e.Key})
+		w.cands = append(w.cands, candidate{key: e.Key, zone: ez, priority: int(-neg), sched: sched, id: id, record: e.Value, entry: e.Key})
 	}
-	limit := scheduledWindow(window) + known
-	due := rangeUpTo(q.k.scheduledType(typ), max(now, maxSched))
-	if kvs, err = snap.GetRange(due, kv.RangeOptions{Limit: limit}); err != nil {
-		return nil, err
-	}
-	if known > 0 {
-		q.unreadable.prune(typ, due, kvs, limit)
-	}
-	merged := false
-	for _, e := range kvs {
-		if known > 0 && q.unreadable.known(typ, e.Key, e.Value, q.now()) {
-			continue
-		}
-		neg, sched, id, err := q.parseScheduled(typ, e.Key)
-		if err != nil {
-			_ = q.unreadableJob(typ, e.Key, e.Value, err)
-			continue
-		}
-		if sched > maxSched {
-			continue
-		}
-		key := q.k.pending(typ, int(-neg), sched, id)
-		w.cands = append(w.cands, candidate{key: key, priority: int(-neg), sched: sched, id: id, record: e.Value, entry: e.Key})
-		merged = true
-	}
-	if len(kvs) == limit {
-		if _, sched, _, err := q.parseScheduled(typ, kvs[len(kvs)-1].Key); err == nil && sched <= now {
-			w.promote = true
-		}
-	}
-	if merged {
-		slices.SortStableFunc(w.cands, func(a, b candidate) int { return bytes.Compare(a.key, b.key) })
-	}
-	return w, nil
+	return nil
 }
 
 // nextScheduled returns the scheduled time of the type's earliest entry in
@@ -751,7 +996,7 @@ func (q *Queue) nextScheduled(snap kv.ReadTx, typ string, now int64) (int64, err
 		return 0, err
 	}
 	for _, e := range kvs {
-		if _, sched, _, err := q.parseScheduled(typ, e.Key); err == nil {
+		if _, _, sched, _, err := q.parseScheduled(typ, e.Key); err == nil {
 			return sched, nil
 		}
 	}
@@ -784,7 +1029,7 @@ func earliest(a, b int64) int64 {
 // the deletions they leave are where a store like Pebble, which steps over
 // deleted keys until it compacts them, starts its scans and can skip them
 // (the embedded store's skip cache).
-func (q *Queue) moveEntries(ctx context.Context, typ string, promote, demote bool, window int) (int, error) {
+func (q *Queue) moveEntries(ctx context.Context, typ string, promote bool, demote []zone, window int) (int, error) {
 	return kv.Transact(ctx, q.db, func(tx kv.Tx) (int, error) {
 		now := q.nowMs()
 		snap := tx.Snapshot()
@@ -800,30 +1045,38 @@ func (q *Queue) moveEntries(ctx context.Context, typ string, promote, demote boo
 			if err != nil {
 				return 0, err
 			}
+			marked := map[zone]bool{}
 			for _, e := range kvs {
-				neg, sched, id, err := q.parseScheduled(typ, e.Key)
+				z, neg, sched, id, err := q.parseScheduled(typ, e.Key)
 				if err != nil || skip(e) {
 					continue
 				}
 				moved(tx, q.k.job(typ, id))
 				tx.Clear(e.Key)
-				tx.Set(q.k.pending(typ, int(-neg), sched, id), e.Value)
+				tx.Set(q.k.pending(typ, z, int(-neg), sched, id), e.Value)
+				if !marked[z] {
+					if err := q.markZone(tx, typ, z); err != nil {
+						return 0, err
+					}
+					marked[z] = true
+				}
 			}
 		}
 		demoted := 0
-		if demote {
-			kvs, err := snap.GetRange(q.k.pendingType(typ).Range(), kv.RangeOptions{Limit: limit})
+		for _, z := range demote {
+			kvs, err := snap.GetRange(q.k.zoneReady(typ, z).Range(), kv.RangeOptions{Limit: limit})
 			if err != nil {
 				return 0, err
 			}
 			for _, e := range kvs {
-				neg, sched, id, err := q.parsePending(typ, e.Key)
+				z, neg, sched, id, err := q.parsePending(typ, e.Key)
 				if err != nil || sched <= now || skip(e) {
 					continue
 				}
 				moved(tx, q.k.job(typ, id))
 				tx.Clear(e.Key)
-				tx.Set(q.k.scheduled(typ, int(-neg), sched, id), e.Value)
+				tx.Set(q.k.scheduled(typ, z, int(-neg), sched, id), e.Value)
+				tx.Add(q.k.watch(typ), 1)
 				demoted++
 			}
 		}

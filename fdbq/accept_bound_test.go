@@ -119,18 +119,18 @@ func TestAcceptSkipsCorruptPendingJobs(t *testing.T) {
 	}{
 		{"copy in the entry", nil, func(tx kv.Tx, sched int64) {
 			tx.Set(trJobKey("email", "bad"), []byte{0x01, 0x02, 0x99})
-			tx.Set(root.MustPack(tuple.Tuple{2, "email", -10, sched, "bad"}), []byte{0x01, 0x02, 0x99})
+			tx.Set(root.MustPack(tuple.Tuple{2, "email", "", 0, -10, sched, "bad"}), []byte{0x01, 0x02, 0x99})
 		}, "bad", 0},
 		{"copy in a scheduled entry", nil, func(tx kv.Tx, sched int64) {
 			tx.Set(trJobKey("email", "bad"), []byte{0x01, 0x02, 0x99})
-			tx.Set(root.MustPack(tuple.Tuple{11, "email", sched, -10, "bad"}), []byte{0x01, 0x02, 0x99})
+			tx.Set(root.MustPack(tuple.Tuple{11, "email", sched, -10, "", 0, "bad"}), []byte{0x01, 0x02, 0x99})
 		}, "bad", time.Minute},
 		{"record", big, func(tx kv.Tx, _ int64) {
 			tx.Set(trJobKey("email", "bad"), []byte("{not json"))
 		}, "bad", 0},
 		{"entry", nil, func(tx kv.Tx, sched int64) {
-			tx.Clear(root.MustPack(tuple.Tuple{2, "email", -10, sched, "bad"}))
-			tx.Set(root.MustPack(tuple.Tuple{2, "email", -10, "not a time", "bad"}), nil)
+			tx.Clear(root.MustPack(tuple.Tuple{2, "email", "", 0, -10, sched, "bad"}))
+			tx.Set(root.MustPack(tuple.Tuple{2, "email", "", 0, -10, "not a time", "bad"}), nil)
 		}, "malformed", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -211,7 +211,7 @@ func TestAcceptEarlierLayout(t *testing.T) {
 				return err
 			}
 			tx.Clear(e.Key)
-			tx.Set(root.MustPack(tuple.Tuple{2, "email", k[1], k[0], k[2]}), e.Value)
+			tx.Set(root.MustPack(tuple.Tuple{2, "email", k[2], k[3], k[1], k[0], k[4]}), e.Value)
 		}
 		return nil
 	}); err != nil {

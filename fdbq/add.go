@@ -26,6 +26,11 @@ type NewJob struct {
 	MaxAttempts int
 	// Retry overrides the type's retry policy.
 	Retry *RetryPolicy
+	// Key is the job's fairness key: a tenant, a customer, a group
+	// ("": none). Jobs of different keys share the type by their keys'
+	// weights, and a key's policy can bound its running jobs and its
+	// starts (TypeSettings.Keys; see Fairness in the package doc).
+	Key string
 }
 
 func (q *Queue) prepare(j *NewJob) error {
@@ -39,6 +44,11 @@ func (q *Queue) prepare(j *NewJob) error {
 	}
 	if err := checkName("job id", j.ID); err != nil {
 		return err
+	}
+	if j.Key != "" {
+		if err := ValidateKey(j.Key); err != nil {
+			return err
+		}
 	}
 	if len(j.Data) > MaxDataSize {
 		return errorf(ErrDataTooLarge, "data of %d bytes is larger than %d", len(j.Data), MaxDataSize)
@@ -107,20 +117,23 @@ func (q *Queue) AddBatch(ctx context.Context, tr kv.Transactor, jobs []NewJob) (
 	token := newToken()
 	return kv.Transact(ctx, tr, func(tx kv.Tx) ([]*Job, error) {
 		now := q.nowMs()
-		settings := map[string]bool{}
+		settings := map[string]*TypeSettings{}
 		// Jobs this attempt already wrote: a repeated id in the batch finds
 		// the token from its first occurrence, which is not a retry.
 		written := map[[2]string]bool{}
 		out := make([]*Job, len(prepared))
 		for i, j := range prepared {
-			if !settings[j.Type] {
-				if _, err := q.settings(tx, j.Type); err != nil {
+			ts := settings[j.Type]
+			if ts == nil {
+				s, err := q.settings(tx, j.Type)
+				if err != nil {
 					return nil, err
 				}
-				settings[j.Type] = true
+				ts = &s
+				settings[j.Type] = ts
 			}
 			k := [2]string{j.Type, j.ID}
-			job, err := q.add(tx, j, now, token, written[k])
+			job, err := q.add(tx, j, ts, now, token, written[k])
 			if err != nil {
 				return nil, err
 			}
@@ -133,7 +146,7 @@ func (q *Queue) AddBatch(ctx context.Context, tr kv.Transactor, jobs []NewJob) (
 
 // add adds or resubmits one job for the AddBatch call token; again says
 // that this attempt already wrote the job earlier in the batch.
-func (q *Queue) add(tx kv.Tx, j NewJob, now int64, token string, again bool) (*Job, error) {
+func (q *Queue) add(tx kv.Tx, j NewJob, s *TypeSettings, now int64, token string, again bool) (*Job, error) {
 	sched := toMs(j.ScheduledAt)
 	if sched == 0 {
 		sched = now
@@ -157,6 +170,8 @@ func (q *Queue) add(tx kv.Tx, j NewJob, now int64, token string, again bool) (*J
 			LastAdd:     token,
 			AddedAt:     now,
 			ScheduledAt: sched,
+			Key:         j.Key,
+			Shard:       shardOf(j.ID, s.zonesOf(j.Key)),
 		}
 		if err := q.put(tx, j.Type, j.ID, old, rec); err != nil {
 			return nil, err
@@ -174,8 +189,11 @@ func (q *Queue) add(tx kv.Tx, j NewJob, now int64, token string, again bool) (*J
 		}
 		rec.ScheduledAt, rec.Data, rec.Priority = sched, j.Data, j.Priority
 		rec.MaxAttempts, rec.Retry = j.MaxAttempts, j.Retry
+		if j.Key != old.Key {
+			rec.Key, rec.Shard = j.Key, shardOf(j.ID, s.zonesOf(j.Key))
+		}
 		if rec.ScheduledAt == old.ScheduledAt && bytes.Equal(rec.Data, old.Data) && rec.Priority == old.Priority &&
-			rec.MaxAttempts == old.MaxAttempts && samePolicy(rec.Retry, old.Retry) {
+			rec.MaxAttempts == old.MaxAttempts && samePolicy(rec.Retry, old.Retry) && rec.Key == old.Key {
 			return old.job(j.Type, j.ID), nil // couch_jobs: a resubmit that changes nothing writes nothing
 		}
 	case Running:

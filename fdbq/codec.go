@@ -21,7 +21,7 @@ import (
 //	                            the active version)
 //	state, outcome              one byte each (codes below)
 //	flags                       bit 0: resubmit; bit 1: retry policy follows;
-//	                            bit 2: snoozes follow
+//	                            bit 2: snoozes follow; bit 3: a zone follows
 //	priority                    signed varint
 //	attempts, max attempts      unsigned varints
 //	added, scheduled, started,  signed varints, Unix milliseconds (0: unset)
@@ -32,6 +32,9 @@ import (
 //	                            job's activity; in the header, so that the
 //	                            job's index entries can be told from it when
 //	                            what follows is damaged
+//	zone (bit 3 only)           the fairness key (unsigned varint length,
+//	                            then the bytes) and the shard (unsigned
+//	                            varint); without it the zone is ("", 0)
 //	lock, last lock, last add,  unsigned varint length, then the bytes
 //	error
 //	data, result, progress      unsigned varint length, then the bytes
@@ -54,7 +57,8 @@ const (
 	flagResubmit = 1 << iota
 	flagRetry
 	flagSnoozes
-	flagsKnown = flagResubmit | flagRetry | flagSnoozes
+	flagZone
+	flagsKnown = flagResubmit | flagRetry | flagSnoozes | flagZone
 )
 
 var stateCodes = [...]State{1: Pending, 2: Running, 3: Finished}
@@ -106,8 +110,12 @@ func (r *record) encodeAs(format byte) ([]byte, error) {
 	if r.Snoozes > 0 {
 		flags |= flagSnoozes
 	}
+	hasZone := format >= formatBinary2 && (r.Key != "" || r.Shard != 0)
+	if hasZone {
+		flags |= flagZone
+	}
 	// An upper bound of the size, so the value is allocated once.
-	size := 4 + 12*10 + 5*7 + len(r.Lock) + len(r.LastLock) + len(r.LastAdd) + len(r.Error) +
+	size := 4 + 14*10 + 5*7 + len(r.Key) + len(r.Lock) + len(r.LastLock) + len(r.LastAdd) + len(r.Error) +
 		len(r.Data) + len(r.Result) + len(r.Progress)
 	if r.Retry != nil {
 		size += 3*10 + 5 + len(r.Retry.Backoff)
@@ -122,6 +130,11 @@ func (r *record) encodeAs(format byte) ([]byte, error) {
 	}
 	if format >= formatBinary2 {
 		b = binary.AppendVarint(b, r.ActiveVersion)
+	}
+	if hasZone {
+		b = binary.AppendUvarint(b, uint64(len(r.Key)))
+		b = append(b, r.Key...)
+		b = binary.AppendUvarint(b, uint64(r.Shard))
 	}
 	for _, s := range [...]string{r.Lock, r.LastLock, r.LastAdd, r.Error} {
 		b = binary.AppendUvarint(b, uint64(len(s)))
@@ -232,6 +245,19 @@ func (d *recordReader) int() int {
 	return int(v)
 }
 
+// zone reads a record's zone: its fairness key and shard.
+func (d *recordReader) zone() (string, int) {
+	key := string(d.bytes())
+	shard := d.uvarint()
+	if d.err == nil && shard >= MaxZones {
+		d.fail(fmt.Errorf("shard %d out of range", shard))
+	}
+	if d.err == nil && key != "" && ValidateKey(key) != nil {
+		d.fail(fmt.Errorf("fairness key %q is not valid", key))
+	}
+	return key, int(shard)
+}
+
 // bytes reads a length-prefixed field; nil when empty. The result's
 // capacity ends with it, so an append to it cannot write over the next
 // field.
@@ -275,6 +301,9 @@ func (r *record) decodeBinary(b []byte, format byte) error {
 	r.ResubmitAt = d.varint()
 	if format >= formatBinary2 {
 		r.ActiveVersion = d.varint()
+	}
+	if flags&flagZone != 0 {
+		r.Key, r.Shard = d.zone()
 	}
 	// The four text fields become one string and share it: one
 	// allocation instead of four.

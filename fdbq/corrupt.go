@@ -147,7 +147,7 @@ func (q *Queue) headerEntries(typ, id string, b []byte) []indexEntry {
 	d := recordReader{b: b[1:]}
 	d.byte()
 	d.byte()
-	d.byte()
+	flags := d.byte()
 	priority := d.varint()
 	d.uvarint()
 	d.uvarint()
@@ -159,12 +159,16 @@ func (q *Queue) headerEntries(typ, id string, b []byte) []indexEntry {
 	if b[0] >= formatBinary2 {
 		version = d.varint()
 	}
+	var z zone
+	if flags&flagZone != 0 {
+		z.key, z.shard = d.zone()
+	}
 	if d.err != nil || int64(int(priority)) != priority {
 		return nil
 	}
 	entries := []indexEntry{
-		{q.k.pending(typ, int(priority), times[1], id), Pending},
-		{q.k.scheduled(typ, int(priority), times[1], id), Pending},
+		{q.k.pending(typ, z, int(priority), times[1], id), Pending},
+		{q.k.scheduled(typ, z, int(priority), times[1], id), Pending},
 		{q.k.finished(typ, times[4], id), Finished},
 	}
 	if b[0] == formatBinary1 {
@@ -184,13 +188,13 @@ func (q *Queue) locate(ctx context.Context, typ, id string, b []byte) (*located,
 	for _, ix := range []struct {
 		s   State
 		sub tuple.Subspace
-		n   int // elements of its keys after the prefix
+		n   string // the shape of its keys after the prefix
 	}{
-		{Pending, q.k.pendingType(typ), 3},
-		{Pending, q.k.scheduledType(typ), 3},
-		{Running, q.k.legacyActiveType(typ), 2},
-		{Running, q.k.activeType(typ), 3},
-		{Finished, q.k.finishedType(typ), 2},
+		{Pending, q.k.pendingType(typ), shapeReady},
+		{Pending, q.k.scheduledType(typ), shapeScheduled},
+		{Running, q.k.legacyActiveType(typ), shapeByTime},
+		{Running, q.k.activeType(typ), shapeActive},
+		{Finished, q.k.finishedType(typ), shapeByTime},
 	} {
 		s, r := ix.s, ix.sub.Range()
 		for {

@@ -24,7 +24,7 @@ func TestDeclareType(t *testing.T) {
 	}
 
 	trMust(t, "declare a new type", x.q.DeclareType(x.ctx, x.q.DB(), "sms", s))
-	if got := get("sms"); got != s {
+	if got := get("sms"); !got.Equal(s) {
 		t.Fatalf("new type: %+v, want %+v", got, s)
 	}
 
@@ -34,7 +34,7 @@ func TestDeclareType(t *testing.T) {
 	trMust(t, "declare a paused type", x.q.DeclareType(x.ctx, x.q.DB(), "email", s))
 	want := s
 	want.Paused = true
-	if got := get("email"); got != want {
+	if got := get("email"); !got.Equal(want) {
 		t.Fatalf("paused type declared again: %+v, want %+v (paused, the declared timeout)", got, want)
 	}
 
@@ -57,7 +57,7 @@ func TestDeclareType(t *testing.T) {
 	if err := x.q.DeclareType(x.ctx, x.q.DB(), "email", bad); !errors.Is(err, fdbq.ErrInvalidJob) {
 		t.Fatalf("declare with bad settings: %v", err)
 	}
-	if got := get("email"); got != want {
+	if got := get("email"); !got.Equal(want) {
 		t.Fatalf("after a refused declare: %+v, want %+v", got, want)
 	}
 }

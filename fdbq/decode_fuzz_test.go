@@ -122,7 +122,7 @@ func FuzzDecodeSettings(f *testing.F) {
 			t.Fatal(err)
 		}
 		s2, err := decodeSettings(again, "t")
-		if err != nil || s2 != s {
+		if err != nil || !reflect.DeepEqual(s2, s) {
 			t.Fatalf("settings %+v stored again read %+v, %v", s, s2, err)
 		}
 	})
@@ -245,7 +245,7 @@ func FuzzParsePendingEntry(f *testing.F) {
 	f.Fuzz(func(t *testing.T, junk []byte) {
 		q := &Queue{k: newKeys(tuple.FromBytes(DefaultPrefix))}
 		key := append(append([]byte(nil), q.k.of("t").pending...), junk...)
-		neg, sched, id, err := q.parsePending("t", key)
+		z, neg, sched, id, err := q.parsePending("t", key)
 		gotID, ok := q.entryID("t", Pending, key)
 		if (err == nil) != ok || ok && gotID != id {
 			t.Fatalf("% x: parsePending %q, %v; entryID %q, %v", junk, id, err, gotID, ok)
@@ -253,9 +253,9 @@ func FuzzParsePendingEntry(f *testing.F) {
 		if err != nil {
 			return
 		}
-		again := q.k.pending("t", int(-neg), sched, id)
-		n2, s2, id2, err := q.parsePending("t", again)
-		if err != nil || n2 != neg || s2 != sched || id2 != id {
+		again := q.k.pending("t", z, int(-neg), sched, id)
+		z2, n2, s2, id2, err := q.parsePending("t", again)
+		if err != nil || z2 != z || n2 != neg || s2 != sched || id2 != id {
 			t.Fatalf("% x read as (%d, %d, %q); made again and read: (%d, %d, %q), %v", junk, neg, sched, id, n2, s2, id2, err)
 		}
 	})
@@ -294,16 +294,20 @@ func FuzzHeaderEntries(f *testing.F) {
 	f.Fuzz(func(t *testing.T, st uint8, prio, sched, expires, finished int64, junk []byte) {
 		q := &Queue{k: newKeys(tuple.FromBytes(DefaultPrefix))}
 		r := &record{State: stateCodes[1+int(st)%3], Priority: int(int32(prio)), ScheduledAt: sched, ExpiresAt: expires, FinishedAt: finished}
+		if st&0x80 != 0 {
+			r.Key, r.Shard = "tenant", int(st)%MaxZones
+		}
 		b, err := r.encode()
 		if err != nil {
 			t.Fatal(err)
 		}
 		want := map[State][]byte{
-			Pending:  q.k.pending("t", r.Priority, sched, "id"),
+			Pending:  q.k.pending("t", r.zone(), r.Priority, sched, "id"),
 			Running:  q.k.active("t", r.activityTimeoutMs(), 0, "id"),
 			Finished: q.k.finished("t", finished, "id"),
 		}
-		want1 := map[State][]byte{Pending: want[Pending], Running: q.k.legacyActive("t", expires, "id"), Finished: want[Finished]}
+		// Format 1 has no zone.
+		want1 := map[State][]byte{Pending: q.k.pending("t", zone{}, r.Priority, sched, "id"), Running: q.k.legacyActive("t", expires, "id"), Finished: want[Finished]}
 		// A record of format 1 has its running entry, by deadline, made
 		// from the header too.
 		b1, err := r.encodeAs(formatBinary1)
@@ -324,7 +328,10 @@ func FuzzHeaderEntries(f *testing.F) {
 			}
 			// A pending job's entry is in the ready index or the
 			// scheduled one.
-			scheduled := q.k.scheduled("t", r.Priority, sched, "id")
+			scheduled := q.k.scheduled("t", r.zone(), r.Priority, sched, "id")
+			if v[0] == formatBinary1 {
+				scheduled = q.k.scheduled("t", zone{}, r.Priority, sched, "id")
+			}
 			for _, e := range got {
 				if string(e.key) != string(w[e.state]) && (e.state != Pending || string(e.key) != string(scheduled)) {
 					t.Fatalf("% x: %s entry % x, want % x", v, e.state, e.key, w[e.state])

@@ -233,7 +233,7 @@ func TestErrorsSettings(t *testing.T) {
 			errIs(t, "set new type", x.q.SetType(x.ctx, x.q.DB(), "other", s), fdbq.ErrInvalidJob, tc.words...)
 			after, err := x.q.GetType(x.ctx, x.q.DB(), "email")
 			trMust(t, "get type", err)
-			if after.Settings != before.Settings {
+			if !after.Settings.Equal(before.Settings) {
 				t.Fatalf("refused settings were stored: %+v", after.Settings)
 			}
 			if _, err := x.q.GetType(x.ctx, x.q.DB(), "other"); !errors.Is(err, fdbq.ErrUnknownType) {

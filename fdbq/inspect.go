@@ -152,34 +152,49 @@ func (q *Queue) List(ctx context.Context, tr kv.ReadTransactor, typ string, o Li
 	})
 }
 
+// The shapes of the keys of a type's indexes after the index's prefix,
+// an element a letter: 'i' an integer (a time, priority, version or
+// shard), 's' a string (a fairness key), the id last (see entryIDIn).
+const (
+	shapeReady     = "siiis" // key, shard, -priority, scheduled, id
+	shapeScheduled = "iisis" // scheduled, -priority, key, shard, id
+	shapeActive    = "iis"   // timeout, read version, id
+	shapeByTime    = "is"    // time, id
+)
+
 // listIndexes returns the indexes a listing of a type's jobs in state s
-// reads in turn, in the order List gives, and for each how many elements
-// its keys have after its prefix (see entryIDIn).
-func (q *Queue) listIndexes(typ string, s State) ([]tuple.Subspace, []int, error) {
+// reads in turn, in the order List gives, and the shape of each one's
+// keys (see entryIDIn).
+func (q *Queue) listIndexes(typ string, s State) ([]tuple.Subspace, []string, error) {
 	switch s {
 	case Pending:
-		return []tuple.Subspace{q.k.pendingType(typ), q.k.scheduledType(typ)}, []int{3, 3}, nil
+		return []tuple.Subspace{q.k.pendingType(typ), q.k.scheduledType(typ)}, []string{shapeReady, shapeScheduled}, nil
 	case Running:
 		// Running jobs of an earlier version have entries of their own
 		// until a sweep moves them.
-		return []tuple.Subspace{q.k.legacyActiveType(typ), q.k.activeType(typ)}, []int{2, 3}, nil
+		return []tuple.Subspace{q.k.legacyActiveType(typ), q.k.activeType(typ)}, []string{shapeByTime, shapeActive}, nil
 	case Finished:
-		return []tuple.Subspace{q.k.finishedType(typ)}, []int{2}, nil
+		return []tuple.Subspace{q.k.finishedType(typ)}, []string{shapeByTime}, nil
 	}
 	return nil, nil, errorf(ErrInvalidJob, "list: unknown state %q", s)
 }
 
 // entryIDIn reads the job id of an entry of a type's index sub, whose keys
-// are n elements after its prefix, integers (times, priorities, versions)
-// and then the id, or reports false when the key is not one fdbq writes
-// there.
-func entryIDIn(sub tuple.Subspace, n int, key []byte) (string, bool) {
+// have the given shape after its prefix, or reports false when the key is
+// not one fdbq writes there.
+func entryIDIn(sub tuple.Subspace, shape string, key []byte) (string, bool) {
 	t, err := sub.Unpack(key)
-	if err != nil || len(t) != n {
+	if err != nil || len(t) != len(shape) {
 		return "", false
 	}
-	for _, e := range t[:len(t)-1] {
-		if _, ok := e.(int64); !ok {
+	for i, e := range t[:len(t)-1] {
+		var ok bool
+		if shape[i] == 's' {
+			_, ok = e.(string)
+		} else {
+			_, ok = e.(int64)
+		}
+		if !ok {
 			return "", false
 		}
 	}
@@ -192,10 +207,10 @@ func entryIDIn(sub tuple.Subspace, n int, key []byte) (string, bool) {
 func (q *Queue) entryID(typ string, s State, key []byte) (string, bool) {
 	switch s {
 	case Pending:
-		if _, _, id, err := q.parsePending(typ, key); err == nil {
+		if _, _, _, id, err := q.parsePending(typ, key); err == nil {
 			return id, true
 		}
-		_, _, id, err := q.parseScheduled(typ, key)
+		_, _, _, id, err := q.parseScheduled(typ, key)
 		return id, err == nil
 	case Running:
 		if t, err := q.k.activeType(typ).Unpack(key); err == nil {

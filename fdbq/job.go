@@ -62,15 +62,18 @@ const MaxIDSize = 256
 
 // Job is a snapshot of a job, as Get and List return it.
 type Job struct {
-	Type        string
-	ID          string
-	State       State
-	Outcome     Outcome // set when State is Finished
-	Data        json.RawMessage
-	Result      json.RawMessage // what the worker returned (Succeeded)
-	Error       string          // the last attempt's error
-	Progress    json.RawMessage // last progress a worker reported
-	Priority    int
+	Type     string
+	ID       string
+	State    State
+	Outcome  Outcome // set when State is Finished
+	Data     json.RawMessage
+	Result   json.RawMessage // what the worker returned (Succeeded)
+	Error    string          // the last attempt's error
+	Progress json.RawMessage // last progress a worker reported
+	Priority int
+	// Key is the job's fairness key ("": none): see Fairness in the
+	// package doc.
+	Key         string
 	Attempts    int // attempts started (a snoozed attempt is not counted)
 	MaxAttempts int // 0: the type's retry policy decides
 	Snoozes     int // times a worker snoozed the job (End with AttemptSnoozed)
@@ -95,6 +98,8 @@ type record struct {
 	Error       string          `json:"e,omitempty"`
 	Progress    json.RawMessage `json:"p,omitempty"`
 	Priority    int             `json:"pr,omitempty"`
+	Key         string          `json:"-"`
+	Shard       int             `json:"-"`
 	Attempts    int             `json:"a,omitempty"`
 	MaxAttempts int             `json:"ma,omitempty"`
 	Snoozes     int             `json:"-"`
@@ -125,6 +130,9 @@ type record struct {
 	stampToken int64
 }
 
+// zone is the zone the job waits in when pending.
+func (r *record) zone() zone { return zone{key: r.Key, shard: r.Shard} }
+
 // activityTimeoutMs is the activity timeout, in ms, the job's last
 // renewal gave it: the element of its activity entry's key.
 func (r *record) activityTimeoutMs() int64 {
@@ -142,6 +150,7 @@ func (r *record) job(typ, id string) *Job {
 		Error:       r.Error,
 		Progress:    r.Progress,
 		Priority:    r.Priority,
+		Key:         r.Key,
 		Attempts:    r.Attempts,
 		MaxAttempts: r.MaxAttempts,
 		Snoozes:     r.Snoozes,

@@ -34,7 +34,36 @@ const (
 	tagStamp = 13
 	// tagLayout: the store's layout version (Layout).
 	tagLayout = 14
+	// tagZones: the index of a type's zones that have ready jobs.
+	tagZones = 15
+	// tagKeyRunning: running jobs per fairness key, by shard.
+	tagKeyRunning = 16
+	// tagKeyStarts: a fairness key's starts in its rate window.
+	tagKeyStarts = 17
 )
+
+// zone is where a pending job of a type waits: its fairness key (Job.Key,
+// "" for none) and a shard of that key, a hash of the job's id modulo the
+// key's zone count when the job was added (TypeSettings.Zones). Each zone
+// has its own range of the ready index, far from the others' once the
+// store splits it; acceptors choose among the zones that have ready jobs
+// (see Fairness in the package doc).
+type zone struct {
+	key   string
+	shard int
+}
+
+// shardOf is the shard of job id among n: a hash of the id (FNV-1a).
+func shardOf(id string, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	h := uint32(2166136261)
+	for i := 0; i < len(id); i++ {
+		h = (h ^ uint32(id[i])) * 16777619
+	}
+	return int(h % uint32(n))
+}
 
 // keys builds the queue's keys under one prefix.
 type keys struct {
@@ -64,6 +93,7 @@ type typeKeys struct {
 	legacyActive  []byte
 	stamp         []byte
 	scheduled     []byte
+	zones         []byte
 }
 
 func (k keys) of(typ string) *typeKeys {
@@ -82,6 +112,7 @@ func (k keys) of(typ string) *typeKeys {
 		done:         k.root.MustPack(tuple.Tuple{tagFinished, typ}),
 	}
 	tk.scheduled = k.root.MustPack(tuple.Tuple{tagSchedule, typ})
+	tk.zones = k.root.MustPack(tuple.Tuple{tagZones, typ})
 	for _, s := range []State{Pending, Running, Finished} {
 		tk.count[s] = k.root.MustPack(tuple.Tuple{tagCount, typ, string(s)})
 	}
@@ -105,19 +136,72 @@ func (k keys) job(typ, id string) []byte {
 }
 
 // pending is a job's key in the ready index (doc.go), where pending jobs
-// that were due when indexed wait by priority.
-func (k keys) pending(typ string, priority int, schedMs int64, id string) []byte {
+// that were due when indexed wait in their zone by priority.
+func (k keys) pending(typ string, z zone, priority int, schedMs int64, id string) []byte {
 	p := k.of(typ).pending
-	b := append(make([]byte, 0, len(p)+len(id)+20), p...)
+	b := append(make([]byte, 0, len(p)+len(z.key)+len(id)+30), p...)
+	b = appendInt(appendString(b, z.key), int64(z.shard))
 	return appendString(appendInt(appendInt(b, -int64(priority)), schedMs), id)
 }
 
 // scheduled is a job's key in the scheduled index, where pending jobs that
-// were not due when indexed wait by scheduled time.
-func (k keys) scheduled(typ string, priority int, schedMs int64, id string) []byte {
+// were not due when indexed wait by scheduled time; the zone the job goes
+// to once due follows the time and priority.
+func (k keys) scheduled(typ string, z zone, priority int, schedMs int64, id string) []byte {
 	p := k.of(typ).scheduled
-	b := append(make([]byte, 0, len(p)+len(id)+20), p...)
-	return appendString(appendInt(appendInt(b, schedMs), -int64(priority)), id)
+	b := append(make([]byte, 0, len(p)+len(z.key)+len(id)+30), p...)
+	b = appendInt(appendInt(b, schedMs), -int64(priority))
+	return appendString(appendInt(appendString(b, z.key), int64(z.shard)), id)
+}
+
+// zoneReady is a zone's range of the ready index.
+func (k keys) zoneReady(typ string, z zone) tuple.Subspace {
+	return k.root.Sub(tagPending, typ, z.key, int64(z.shard))
+}
+
+// zoneMark is a zone's key in the index of zones with ready jobs.
+func (k keys) zoneMark(typ string, z zone) []byte {
+	p := k.of(typ).zones
+	b := append(make([]byte, 0, len(p)+len(z.key)+12), p...)
+	return appendInt(appendString(b, z.key), int64(z.shard))
+}
+
+// zonesType is the index of the type's zones that have ready jobs.
+func (k keys) zonesType(typ string) tuple.Subspace { return k.root.Sub(tagZones, typ) }
+
+// parseZoneMark reads the zone of a key of zonesType.
+func (k keys) parseZoneMark(typ string, key []byte) (zone, bool) {
+	p := k.of(typ).zones
+	if !bytes.HasPrefix(key, p) {
+		return zone{}, false
+	}
+	name, b, ok := readString(key[len(p):])
+	if !ok {
+		return zone{}, false
+	}
+	shard, b, ok := readInt(b)
+	if !ok || len(b) != 0 || shard < 0 || shard >= MaxZones {
+		return zone{}, false
+	}
+	return zone{key: name, shard: int(shard)}, true
+}
+
+// keyRunning is the shard of a fairness key's count of running jobs that
+// jobs of zone z add to.
+func (k keys) keyRunning(typ string, z zone) []byte {
+	return k.root.MustPack(tuple.Tuple{tagKeyRunning, typ, z.key, int64(z.shard)})
+}
+
+// keyRunningRange is the range whose keys sum to a fairness key's count
+// of running jobs.
+func (k keys) keyRunningRange(typ, key string) kv.Range {
+	return k.root.Sub(tagKeyRunning, typ, key).Range()
+}
+
+// keyStarts holds a fairness key's rate window: its start and the jobs
+// started in it.
+func (k keys) keyStarts(typ, key string) []byte {
+	return k.root.MustPack(tuple.Tuple{tagKeyStarts, typ, key})
 }
 
 // indexKey is (prefix…, ms, id).
@@ -166,9 +250,9 @@ func (k keys) pendingType(typ string) tuple.Subspace { return k.root.Sub(tagPend
 // scheduledType is a type's scheduled index, earliest first.
 func (k keys) scheduledType(typ string) tuple.Subspace { return k.root.Sub(tagSchedule, typ) }
 
-// pendingBand is the ready index's entries of one priority.
-func (k keys) pendingBand(typ string, priority int) tuple.Subspace {
-	return k.root.Sub(tagPending, typ, -priority)
+// pendingBand is a zone's ready entries of one priority.
+func (k keys) pendingBand(typ string, z zone, priority int) tuple.Subspace {
+	return k.root.Sub(tagPending, typ, z.key, int64(z.shard), -priority)
 }
 
 func (k keys) watch(typ string) []byte  { return k.of(typ).watch }
@@ -249,11 +333,7 @@ const countShards = 16
 // countShard is the key of job id's shard of the count of typ in state s.
 func (k keys) countShard(typ string, s State, id string) []byte {
 	base := k.count(typ, s)
-	h := uint32(2166136261) // FNV-1a
-	for i := 0; i < len(id); i++ {
-		h = (h ^ uint32(id[i])) * 16777619
-	}
-	return appendInt(append(make([]byte, 0, len(base)+2), base...), int64(h%countShards))
+	return appendInt(append(make([]byte, 0, len(base)+2), base...), int64(shardOf(id, countShards)))
 }
 
 // countRange is the range whose keys sum to the count of typ in state s:
@@ -287,39 +367,63 @@ func rangeUpTo(sub tuple.Subspace, max int64) kv.Range {
 	return kv.Range{Begin: r.Begin, End: sub.MustPack(tuple.Tuple{max + 1})}
 }
 
-// parsePending reads the priority (negated), scheduled time and id of a
-// ready index entry's key, which starts with the type's ready prefix, or
-// reports false when the key is not one fdbq writes.
-func (k keys) parsePending(typ string, key []byte) (negPriority, schedMs int64, id string, ok bool) {
-	return parseEntry(k.of(typ).pending, key, false)
+// parsePending reads the zone, priority (negated), scheduled time and id
+// of a ready index entry's key, which starts with the type's ready
+// prefix, or reports false when the key is not one fdbq writes.
+func (k keys) parsePending(typ string, key []byte) (z zone, negPriority, schedMs int64, id string, ok bool) {
+	p := k.of(typ).pending
+	if !bytes.HasPrefix(key, p) {
+		return zone{}, 0, 0, "", false
+	}
+	if z, key, ok = readZone(key[len(p):]); !ok {
+		return zone{}, 0, 0, "", false
+	}
+	if negPriority, key, ok = readInt(key); !ok {
+		return zone{}, 0, 0, "", false
+	}
+	if schedMs, key, ok = readInt(key); !ok {
+		return zone{}, 0, 0, "", false
+	}
+	if id, key, ok = readString(key); !ok || len(key) != 0 {
+		return zone{}, 0, 0, "", false
+	}
+	return z, negPriority, schedMs, id, true
 }
 
 // parseScheduled reads a scheduled index entry's key as parsePending
 // reads a ready index entry's.
-func (k keys) parseScheduled(typ string, key []byte) (negPriority, schedMs int64, id string, ok bool) {
-	return parseEntry(k.of(typ).scheduled, key, true)
+func (k keys) parseScheduled(typ string, key []byte) (z zone, negPriority, schedMs int64, id string, ok bool) {
+	p := k.of(typ).scheduled
+	if !bytes.HasPrefix(key, p) {
+		return zone{}, 0, 0, "", false
+	}
+	key = key[len(p):]
+	if schedMs, key, ok = readInt(key); !ok {
+		return zone{}, 0, 0, "", false
+	}
+	if negPriority, key, ok = readInt(key); !ok {
+		return zone{}, 0, 0, "", false
+	}
+	if z, key, ok = readZone(key); !ok {
+		return zone{}, 0, 0, "", false
+	}
+	if id, key, ok = readString(key); !ok || len(key) != 0 {
+		return zone{}, 0, 0, "", false
+	}
+	return z, negPriority, schedMs, id, true
 }
 
-// parseEntry reads (prefix…, a, b, id) with integers a and b: -priority
-// and the scheduled time, in that order unless timeFirst.
-func parseEntry(prefix, key []byte, timeFirst bool) (negPriority, schedMs int64, id string, ok bool) {
-	if !bytes.HasPrefix(key, prefix) {
-		return 0, 0, "", false
+// readZone reads a zone's two elements: its key and its shard.
+func readZone(b []byte) (zone, []byte, bool) {
+	name, b, ok := readString(b)
+	if !ok {
+		return zone{}, nil, false
 	}
-	b := key[len(prefix):]
-	if negPriority, b, ok = readInt(b); !ok {
-		return 0, 0, "", false
+	shard, b, ok := readInt(b)
+	if !ok || shard < 0 || shard >= MaxZones {
+		return zone{}, nil, false
 	}
-	if schedMs, b, ok = readInt(b); !ok {
-		return 0, 0, "", false
-	}
-	if id, b, ok = readString(b); !ok || len(b) != 0 {
-		return 0, 0, "", false
-	}
-	if timeFirst {
-		negPriority, schedMs = schedMs, negPriority
-	}
-	return negPriority, schedMs, id, true
+	return zone{key: name, shard: int(shard)}, b, true
 }
 
 // readInt reads an integer tuple element that fits an int64.

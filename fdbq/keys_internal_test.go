@@ -22,7 +22,9 @@ func TestKeysArePackedTuples(t *testing.T) {
 				check(t, k.legacyActive(typ, v, id), tuple.Tuple{tagLegacyActive, typ, v, id})
 				check(t, k.finished(typ, v, id), tuple.Tuple{tagFinished, typ, v, id})
 				if v != math.MinInt64 {
-					check(t, k.pending(typ, int(v), -v, id), tuple.Tuple{tagPending, typ, -int(v), -v, id})
+					z := zone{key: id, shard: int(uint64(v) % MaxZones)}
+					check(t, k.pending(typ, z, int(v), -v, id), tuple.Tuple{tagPending, typ, id, int64(z.shard), -int(v), -v, id})
+					check(t, k.scheduled(typ, z, int(v), -v, id), tuple.Tuple{tagSchedule, typ, -v, -int(v), id, int64(z.shard), id})
 				}
 			}
 		}
@@ -46,7 +48,9 @@ func FuzzKeysArePackedTuples(f *testing.F) {
 		check(t, k.active(typ, a, b, id), tuple.Tuple{tagActive, typ, a, b, id})
 		check(t, k.finished(typ, b, id), tuple.Tuple{tagFinished, typ, b, id})
 		if a != math.MinInt64 {
-			check(t, k.pending(typ, int(a), b, id), tuple.Tuple{tagPending, typ, -int(a), b, id})
+			z := zone{key: typ, shard: int(uint64(b) % MaxZones)}
+			check(t, k.pending(typ, z, int(a), b, id), tuple.Tuple{tagPending, typ, typ, int64(z.shard), -int(a), b, id})
+			check(t, k.zoneMark(typ, z), tuple.Tuple{tagZones, typ, typ, int64(z.shard)})
 		}
 	})
 }
@@ -62,21 +66,22 @@ func FuzzParsePending(f *testing.F) {
 		if prio == math.MinInt64 {
 			prio++
 		}
-		key := k.pending(typ, int(prio), sched, id)
-		n, s, got, ok := k.parsePending(typ, key)
-		if !ok || n != -prio || s != sched || got != id {
-			t.Fatalf("parsePending(pending(%d, %d, %q)) = %d, %d, %q, %v", prio, sched, id, n, s, got, ok)
+		z0 := zone{key: id, shard: int(uint64(sched) % MaxZones)}
+		key := k.pending(typ, z0, int(prio), sched, id)
+		z, n, s, got, ok := k.parsePending(typ, key)
+		if !ok || z != z0 || n != -prio || s != sched || got != id {
+			t.Fatalf("parsePending(pending(%v, %d, %d, %q)) = %v, %d, %d, %q, %v", z0, prio, sched, id, z, n, s, got, ok)
 		}
 		// Any other key under the prefix either reads as the tuple layer
 		// reads it, or is refused.
 		other := append(append([]byte(nil), k.of(typ).pending...), junk...)
-		n, s, got, ok = k.parsePending(typ, other)
+		z, n, s, got, ok = k.parsePending(typ, other)
 		if !ok {
 			return
 		}
 		tu, err := tuple.FromBytes(k.of(typ).pending).Unpack(other)
-		if err != nil || len(tu) != 3 || tu[0] != n || tu[1] != s || tu[2] != got {
-			t.Fatalf("% x read as %d, %d, %q; the tuple layer reads %v (%v)", junk, n, s, got, tu, err)
+		if err != nil || len(tu) != 5 || tu[0] != z.key || tu[1] != int64(z.shard) || tu[2] != n || tu[3] != s || tu[4] != got {
+			t.Fatalf("% x read as %v, %d, %d, %q; the tuple layer reads %v (%v)", junk, z, n, s, got, tu, err)
 		}
 	})
 }

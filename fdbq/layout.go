@@ -11,46 +11,195 @@ import (
 
 // Layout is the version of the data model (see the package doc) this
 // fdbq reads and writes. A store keeps the version it is in at (P, 14);
-// one written before that key existed is in layout 1.
-const Layout = 1
+// one written before that key existed is in layout 1. Layout 2 put the
+// ready and scheduled indexes in zones (see Fairness in the package doc).
+const Layout = 2
 
 // ErrLayout: the store is in a layout this version of fdbq does not read
 // or write. Detail says which layout and what to do.
 var ErrLayout = errors.New("fdbq: the store's data layout is not this version's")
 
-// CheckLayout checks that the store is in Layout, and records that it is
-// if it says nothing yet (a new store, or one written before the layout
-// key existed, which is layout 1). A program calls it once it opens the
-// store, before anything else: jobstage.Open, `jobstage serve` and the
-// benchmark do. A store in another layout is *Error of ErrLayout, with
+// CheckLayout checks that the store is in Layout, migrating it from
+// layout 1 first (Migrate), and records that it is if it says nothing yet
+// (a new store). A program calls it once it opens the store, before
+// anything else: jobstage.Open, `jobstage serve` and the benchmark do. A
+// store in a layout this version cannot read is *Error of ErrLayout, with
 // nothing written; a layout key that does not decode is ErrCorrupt.
 //
 // It is idempotent, so a retry after commit_unknown_result, or two
-// processes opening a new store at once (one of them conflicts, reads
-// the other's key and agrees), come to the same.
+// processes opening a store at once (one of them conflicts, reads the
+// other's key and agrees), come to the same.
 func (q *Queue) CheckLayout(ctx context.Context, tr kv.Transactor) error {
+	v, err := q.layout(ctx, tr)
+	if err != nil {
+		return err
+	}
+	switch {
+	case v == Layout:
+		return nil
+	case v > Layout:
+		return errorf(ErrLayout, "the store is in layout %d, written by a newer version of jobstage; this one reads layout %d: run that version or a later one", v, Layout)
+	case v == 1:
+		_, err := q.Migrate(ctx, tr)
+		return err
+	default:
+		return errorf(ErrLayout, "the store is in layout %d; this version reads layout %d and has no migration from it", v, Layout)
+	}
+}
+
+// layout reads the store's layout version, writing Layout to a store that
+// has no jobs and no version yet. A store with jobs and no version is in
+// layout 1.
+func (q *Queue) layout(ctx context.Context, tr kv.Transactor) (uint64, error) {
 	key := q.k.root.MustPack(tuple.Tuple{tagLayout})
-	return tr.Transact(ctx, func(tx kv.Tx) error {
+	return kv.Transact(ctx, tr, func(tx kv.Tx) (uint64, error) {
 		b, err := tx.Get(key)
 		if err != nil {
-			return err
+			return 0, err
 		}
-		if b == nil {
-			var v [8]byte
-			binary.LittleEndian.PutUint64(v[:], Layout)
-			tx.Set(key, v[:])
-			return nil
+		if b != nil {
+			if len(b) != 8 {
+				return 0, corruptf("layout key %q holds %q, not a layout version", key, b)
+			}
+			return binary.LittleEndian.Uint64(b), nil
 		}
-		if len(b) != 8 {
-			return corruptf("layout key %q holds %q, not a layout version", key, b)
+		types, err := tx.GetRange(q.k.types().Range(), kv.RangeOptions{Limit: 1})
+		if err != nil {
+			return 0, err
 		}
-		switch v := binary.LittleEndian.Uint64(b); {
-		case v == Layout:
-			return nil
-		case v > Layout:
-			return errorf(ErrLayout, "the store is in layout %d, written by a newer version of jobstage; this one reads layout %d: run that version or a later one", v, Layout)
-		default:
-			return errorf(ErrLayout, "the store is in layout %d; this version reads layout %d and has no migration from it", v, Layout)
+		if len(types) > 0 {
+			return 1, nil
+		}
+		q.setLayout(tx, Layout)
+		return Layout, nil
+	})
+}
+
+func (q *Queue) setLayout(tx kv.Tx, v uint64) {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], v)
+	tx.Set(q.k.root.MustPack(tuple.Tuple{tagLayout}), b[:])
+}
+
+// MigrateStats says what Migrate did.
+type MigrateStats struct {
+	From, To uint64
+	// Moved is how many index entries it rewrote.
+	Moved int
+}
+
+// migrateBatch bounds the entries one transaction of Migrate moves.
+const migrateBatch = 500
+
+// Migrate brings a store in layout 1 to Layout, in transactions of at
+// most migrateBatch entries, and writes the layout key last: each type's
+// ready and scheduled entries of layout 1, (P, 2, type, -priority,
+// sched_ms, id) and (P, 11, type, sched_ms, -priority, id), move to the
+// zone ("", 0) of layout 2, where records written before zones are, and
+// the zones are marked. An interrupted migration is taken up again by the
+// next; every process of an earlier version must be stopped first, since
+// those write layout 1's entries. A store already in Layout is left as it
+// is. It logs a line when it begins and one when it is done.
+func (q *Queue) Migrate(ctx context.Context, tr kv.Transactor) (MigrateStats, error) {
+	v, err := q.layout(ctx, tr)
+	st := MigrateStats{From: v, To: v}
+	if err != nil || v == Layout {
+		return st, err
+	}
+	if v != 1 {
+		return st, errorf(ErrLayout, "the store is in layout %d; this version migrates from layout 1 only", v)
+	}
+	types, err := kv.ReadTransact(ctx, tr, func(tx kv.ReadTx) ([]string, error) {
+		kvs, err := tx.GetRange(q.k.types().Range(), kv.RangeOptions{})
+		if err != nil {
+			return nil, err
+		}
+		var names []string
+		for _, e := range kvs {
+			if name, ok := parseTypeKey(q.k.types(), e.Key); ok {
+				names = append(names, name)
+			}
+		}
+		return names, nil
+	})
+	if err != nil {
+		return st, err
+	}
+	q.logger().Info("fdbq: migrating the store from layout 1 to 2 (pending jobs into zones)", "types", len(types))
+	for _, typ := range types {
+		for _, scheduled := range []bool{false, true} {
+			for {
+				n, err := q.migrateEntries(ctx, tr, typ, scheduled)
+				if err != nil {
+					return st, err
+				}
+				st.Moved += n
+				if n < migrateBatch {
+					break
+				}
+			}
+		}
+	}
+	if err := tr.Transact(ctx, func(tx kv.Tx) error {
+		q.setLayout(tx, Layout)
+		return nil
+	}); err != nil {
+		return st, err
+	}
+	st.To = Layout
+	q.logger().Info("fdbq: migrated the store to layout 2", "entries", st.Moved)
+	return st, nil
+}
+
+// migrateEntries moves up to migrateBatch of the type's ready (or
+// scheduled) entries of layout 1 to zone ("", 0) of layout 2. Layout 1's
+// keys continue with an integer after the type, layout 2's ready keys
+// with a string: the range of integer codes holds layout 1's alone (the
+// scheduled index's keys of both begin with the time, and are told apart
+// by their length).
+func (q *Queue) migrateEntries(ctx context.Context, tr kv.Transactor, typ string, scheduled bool) (int, error) {
+	return kv.Transact(ctx, tr, func(tx kv.Tx) (int, error) {
+		sub := q.k.pendingType(typ)
+		if scheduled {
+			sub = q.k.scheduledType(typ)
+		}
+		p := sub.Bytes()
+		r := kv.Range{Begin: append(append([]byte(nil), p...), 0x0c), End: append(append([]byte(nil), p...), 0x1d)}
+		moved := 0
+		for {
+			kvs, err := tx.GetRange(r, kv.RangeOptions{Limit: migrateBatch})
+			if err != nil {
+				return 0, err
+			}
+			for _, e := range kvs {
+				t, err := sub.Unpack(e.Key)
+				if err != nil || len(t) != 3 {
+					continue // layout 2's, or not a key fdbq writes
+				}
+				a, ok1 := t[0].(int64)
+				b, ok2 := t[1].(int64)
+				id, ok3 := t[2].(string)
+				if !ok1 || !ok2 || !ok3 {
+					continue
+				}
+				tx.Clear(e.Key)
+				if scheduled {
+					tx.Set(q.k.scheduled(typ, zone{}, int(-b), a, id), e.Value)
+				} else {
+					tx.Set(q.k.pending(typ, zone{}, int(-a), b, id), e.Value)
+					if err := q.markZone(tx, typ, zone{}); err != nil {
+						return 0, err
+					}
+				}
+				moved++
+				if moved == migrateBatch {
+					return moved, nil
+				}
+			}
+			if len(kvs) < migrateBatch {
+				return moved, nil
+			}
+			r.Begin = kv.KeyAfter(kvs[len(kvs)-1].Key)
 		}
 	})
 }

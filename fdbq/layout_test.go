@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/internal/jobtest"
@@ -57,8 +60,8 @@ func TestCheckLayout(t *testing.T) {
 		is     error
 		detail string
 	}{
-		{le(fdbq.Layout + 1), fdbq.ErrLayout, "the store is in layout 2, written by a newer version of jobstage; this one reads layout 1: run that version or a later one"},
-		{le(0), fdbq.ErrLayout, "the store is in layout 0; this version reads layout 1 and has no migration from it"},
+		{le(fdbq.Layout + 1), fdbq.ErrLayout, "the store is in layout 3, written by a newer version of jobstage; this one reads layout 2: run that version or a later one"},
+		{le(0), fdbq.ErrLayout, "the store is in layout 0; this version reads layout 2 and has no migration from it"},
 		{[]byte("v2"), fdbq.ErrCorrupt, `holds "v2", not a layout version`},
 	} {
 		setLayout(t, db, c.value)
@@ -112,4 +115,96 @@ func getKey(t *testing.T, db *kv.DB, key []byte) []byte {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// A store in layout 1 (pending entries without zones, layout key 1) is
+// migrated by CheckLayout: its ready and scheduled entries move to the
+// zone of the jobs without a key, the zone is marked, the layout key
+// says 2, and every job is accepted in the order layout 1 gave it. A
+// migration cut short by a failed transaction is taken up again.
+func TestMigrateFromLayout1(t *testing.T) {
+	ctx := context.Background()
+	db := jobtest.OpenDB(t)
+	var log strings.Builder
+	q := fdbq.New(db, fdbq.Options{Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	if err := q.SetType(ctx, db, "email", fdbq.DefaultTypeSettings()); err != nil {
+		t.Fatal(err)
+	}
+	const n = 1200 // more than one transaction of the migration
+	for i := range n {
+		at := time.Time{}
+		if i%3 == 0 {
+			at = time.Now().Add(time.Hour)
+		}
+		if _, err := q.Add(ctx, db, fdbq.NewJob{Type: "email", ID: fmt.Sprintf("j%04d", i), Priority: i % 5, ScheduledAt: at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root := tuple.FromBytes(fdbq.DefaultPrefix)
+	// Rewrite the entries as layout 1 had them, and drop the zone's mark.
+	if err := db.Transact(ctx, func(tx kv.Tx) error {
+		for _, tag := range []int{2, 11} {
+			sub := root.Sub(tag, "email")
+			kvs, err := tx.GetRange(sub.Range(), kv.RangeOptions{})
+			if err != nil {
+				return err
+			}
+			for _, e := range kvs {
+				k, err := sub.Unpack(e.Key)
+				if err != nil {
+					return err
+				}
+				tx.Clear(e.Key)
+				if tag == 2 { // key, shard, -priority, sched, id
+					tx.Set(root.MustPack(tuple.Tuple{2, "email", k[2], k[3], k[4]}), e.Value)
+				} else { // sched, -priority, key, shard, id
+					tx.Set(root.MustPack(tuple.Tuple{11, "email", k[0], k[1], k[4]}), e.Value)
+				}
+			}
+		}
+		tx.ClearRange(root.Sub(15).Range())
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	setLayout(t, db, le(1))
+	if got := acceptNoWait(t, q, fdbq.AcceptOptions{Max: 10}); len(got) != 0 {
+		t.Fatalf("accepted %v from a store in layout 1", leaseIDsOf(got))
+	}
+	// Its transactions conflict, fail unknown after applying or not.
+	fdb, _ := kvtest.NewFaultyDB(db, kvtest.FaultOptions{Seed: 3, ConflictRate: 0.2, UnknownAppliedRate: 0.2, UnknownNotAppliedRate: 0.1})
+	st, err := fdbq.New(fdb, fdbq.Options{Logger: slog.New(slog.NewTextHandler(&log, nil))}).Migrate(ctx, fdb)
+	if err != nil || st.To != fdbq.Layout || st.From != 1 || st.Moved > n {
+		t.Fatalf("migrate: %+v, %v", st, err)
+	}
+	if err := q.CheckLayout(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	if got := getKey(t, db, layoutKey()); string(got) != string(le(fdbq.Layout)) {
+		t.Fatalf("layout key %x after the migration", got)
+	}
+	if !strings.Contains(log.String(), "migrating the store from layout 1 to 2") {
+		t.Fatalf("no log line of the migration:\n%s", log.String())
+	}
+	if again, err := q.Migrate(ctx, db); err != nil || again.Moved != 0 || again.From != fdbq.Layout {
+		t.Fatalf("a second migration: %+v, %v", again, err)
+	}
+	prev := 1 << 30
+	taken := 0
+	for {
+		ls := acceptNoWait(t, q, fdbq.AcceptOptions{Max: 50})
+		if len(ls) == 0 {
+			break
+		}
+		for _, l := range ls {
+			if l.Priority > prev {
+				t.Fatalf("accepted %s of priority %d after one of %d", l.ID, l.Priority, prev)
+			}
+			prev = l.Priority
+		}
+		taken += len(ls)
+	}
+	if want := n - (n+2)/3; taken != want {
+		t.Fatalf("accepted %d due jobs after the migration, want %d", taken, want)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sort"
 	"testing"
@@ -334,7 +335,7 @@ func TestTypesAndCounts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if *ti != got[name] {
+		if !reflect.DeepEqual(*ti, got[name]) {
 			t.Fatalf("GetType %s: %+v, Types: %+v", name, *ti, got[name])
 		}
 		for st, want := range map[fdbq.State]int64{fdbq.Pending: ti.Pending, fdbq.Running: ti.Running, fdbq.Finished: ti.Finished} {

@@ -48,18 +48,21 @@ func ValidateTypeName(name string) error {
 // bytes, but the id comes back through JSON, which turns bytes that are not
 // UTF-8 into U+FFFD, so a job with such an id could not be named again;
 // control characters make ids that print badly in logs and terminals.
-func ValidateID(id string) error {
-	const what = "job id"
-	if err := checkSize(what, id, MaxIDSize); err != nil {
+func ValidateID(id string) error { return validateText("job id", id, MaxIDSize) }
+
+// validateText checks that s is 1 to limit bytes of valid UTF-8 without
+// control characters; what names s in the error.
+func validateText(what, s string, limit int) error {
+	if err := checkSize(what, s, limit); err != nil {
 		return err
 	}
-	for i := 0; i < len(id); {
-		r, n := utf8.DecodeRuneInString(id[i:])
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
 		switch {
 		case r == utf8.RuneError && n == 1:
-			return notUTF8(what, id, i)
+			return notUTF8(what, s, i)
 		case unicode.IsControl(r):
-			return errorf(ErrInvalidJob, "%s %q has a control character at byte %d", what, id, i)
+			return errorf(ErrInvalidJob, "%s %q has a control character at byte %d", what, s, i)
 		}
 		i += n
 	}
@@ -68,6 +71,14 @@ func ValidateID(id string) error {
 
 // checkName checks a name a caller gave: what is "type name" or "job id",
 // which is also how the error names it.
+// MaxKeySize bounds fairness keys (Job.Key).
+const MaxKeySize = 128
+
+// ValidateKey reports what is wrong with a fairness key: one is 1 to
+// MaxKeySize bytes of valid UTF-8 without control characters, as a job id
+// is ("" is no key, and never validated).
+func ValidateKey(key string) error { return validateText("fairness key", key, MaxKeySize) }
+
 func checkName(what, s string) error {
 	if what == "type name" {
 		return ValidateTypeName(s)

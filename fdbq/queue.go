@@ -50,6 +50,8 @@ type Queue struct {
 	log     *slog.Logger
 	// unreadable holds the pending entries Accept found it cannot take.
 	unreadable unreadableJobs
+	// zones is what accepts know of each type's zones with ready jobs.
+	zones *zoneCache
 }
 
 // New returns a Queue over db.
@@ -69,7 +71,7 @@ func New(db *kv.DB, opts Options) *Queue {
 	case waitWatches < 0:
 		waitWatches = 0
 	}
-	return &Queue{db: db, k: newKeys(tuple.FromBytes(prefix)), now: now, watches: newWatchShare(waitWatches), log: opts.Logger}
+	return &Queue{db: db, k: newKeys(tuple.FromBytes(prefix)), now: now, watches: newWatchShare(waitWatches), log: opts.Logger, zones: &zoneCache{}}
 }
 
 // logger is Options.Logger, or the default logger.
@@ -159,12 +161,16 @@ func (q *Queue) putFrom(tx kv.Tx, typ, id string, old, rec *record, from []byte)
 		}
 		// Due by this process's clock: the ready index; not yet: the
 		// scheduled index, from which an accept takes it once due.
+		z := rec.zone()
 		if rec.ScheduledAt <= q.nowMs() {
-			tx.Set(q.k.pending(typ, rec.Priority, rec.ScheduledAt, id), copyOf)
+			tx.Set(q.k.pending(typ, z, rec.Priority, rec.ScheduledAt, id), copyOf)
+			if err := q.markZone(tx, typ, z); err != nil {
+				return err
+			}
 		} else {
-			tx.Set(q.k.scheduled(typ, rec.Priority, rec.ScheduledAt, id), copyOf)
+			tx.Set(q.k.scheduled(typ, z, rec.Priority, rec.ScheduledAt, id), copyOf)
+			tx.Add(q.k.watch(typ), 1)
 		}
-		tx.Add(q.k.watch(typ), 1)
 	case Running:
 		if renew {
 			token := rec.stampToken
@@ -183,6 +189,7 @@ func (q *Queue) putFrom(tx kv.Tx, typ, id string, old, rec *record, from []byte)
 		}
 		tx.Add(q.k.countShard(typ, rec.State, id), 1)
 	}
+	q.countKeyRunning(tx, typ, old, rec)
 	tx.Set(q.k.job(typ, id), b)
 	tx.Add(q.k.change(typ), 1)
 	return nil
@@ -232,8 +239,54 @@ func parseActivity(v []byte) (kv.Versionstamp, bool) {
 // convert to a time.Duration.
 const maxTimeoutMs = math.MaxInt64 / int64(time.Millisecond)
 
+// countKeyRunning keeps the running counts of fairness keys (tagKeyRunning)
+// in step with a change of a job from old to rec (either nil: none). The
+// jobs without a key are not counted: they have no per-key bound.
+func (q *Queue) countKeyRunning(tx kv.Tx, typ string, old, rec *record) {
+	var was, is *record
+	if old != nil && old.State == Running && old.Key != "" {
+		was = old
+	}
+	if rec != nil && rec.State == Running && rec.Key != "" {
+		is = rec
+	}
+	if was != nil && is != nil && was.zone() == is.zone() {
+		return
+	}
+	if was != nil {
+		tx.Add(q.k.keyRunning(typ, was.zone()), -1)
+	}
+	if is != nil {
+		tx.Add(q.k.keyRunning(typ, is.zone()), 1)
+	}
+}
+
+// markZone records in the index of zones with ready jobs that zone z of
+// typ has one, which this transaction wrote. Only a zone not marked yet
+// gets written, with a bump of the type's watch key that wakes idle
+// acceptors: a job added to a zone that has ready jobs writes neither,
+// so no key is written by every add of a type. The mark is read with a
+// conflict: an accept that finds the zone empty and clears its mark
+// (with a read conflict on the zone's range) and this transaction cannot
+// both commit unseen by the other, so a zone with ready jobs is never
+// left unmarked.
+func (q *Queue) markZone(tx kv.Tx, typ string, z zone) error {
+	key := q.k.zoneMark(typ, z)
+	v, err := tx.Get(key)
+	if err != nil || v != nil {
+		return err
+	}
+	tx.Set(key, zoneMarked)
+	tx.Add(q.k.watch(typ), 1)
+	return nil
+}
+
+// zoneMarked is the value of a zone's mark.
+var zoneMarked = []byte{}
+
 // drop deletes a job.
 func (q *Queue) drop(tx kv.Tx, typ, id string, old *record) {
+	q.countKeyRunning(tx, typ, old, nil)
 	q.unindex(tx, typ, id, old)
 	tx.Add(q.k.countShard(typ, old.State, id), -1)
 	tx.Clear(q.k.job(typ, id))
@@ -243,8 +296,8 @@ func (q *Queue) drop(tx kv.Tx, typ, id string, old *record) {
 func (q *Queue) unindex(tx kv.Tx, typ, id string, old *record) {
 	switch old.State {
 	case Pending:
-		tx.Clear(q.k.pending(typ, old.Priority, old.ScheduledAt, id))
-		tx.Clear(q.k.scheduled(typ, old.Priority, old.ScheduledAt, id))
+		tx.Clear(q.k.pending(typ, old.zone(), old.Priority, old.ScheduledAt, id))
+		tx.Clear(q.k.scheduled(typ, old.zone(), old.Priority, old.ScheduledAt, id))
 	case Running:
 		if old.legacy {
 			tx.Clear(q.k.legacyActive(typ, old.ExpiresAt, id))

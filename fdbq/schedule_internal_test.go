@@ -15,10 +15,11 @@ func TestScheduledKeysArePackedTuples(t *testing.T) {
 	for _, typ := range []string{"t", "email\x00x"} {
 		for _, id := range []string{"a", "", "with\x00nul"} {
 			for _, v := range ints {
-				key := k.scheduled(typ, int(v), -v, id)
-				check(t, key, tuple.Tuple{tagSchedule, typ, -v, -v, id})
-				n, s, got, ok := k.parseScheduled(typ, key)
-				if !ok || n != -v || s != -v || got != id {
+				z0 := zone{key: id, shard: int(uint64(v) % MaxZones)}
+				key := k.scheduled(typ, z0, int(v), -v, id)
+				check(t, key, tuple.Tuple{tagSchedule, typ, -v, -v, id, int64(z0.shard), id})
+				z, n, s, got, ok := k.parseScheduled(typ, key)
+				if !ok || z != z0 || n != -v || s != -v || got != id {
 					t.Fatalf("parseScheduled(scheduled(%d, %d, %q)) = %d, %d, %q, %v", v, -v, id, n, s, got, ok)
 				}
 			}
@@ -34,21 +35,22 @@ func FuzzParseScheduled(f *testing.F) {
 		if prio == math.MinInt64 {
 			prio++
 		}
-		key := k.scheduled(typ, int(prio), sched, id)
-		check(t, key, tuple.Tuple{tagSchedule, typ, sched, -prio, id})
-		n, s, got, ok := k.parseScheduled(typ, key)
-		if !ok || n != -prio || s != sched || got != id {
+		z0 := zone{key: typ, shard: int(uint64(prio) % MaxZones)}
+		key := k.scheduled(typ, z0, int(prio), sched, id)
+		check(t, key, tuple.Tuple{tagSchedule, typ, sched, -prio, typ, int64(z0.shard), id})
+		z, n, s, got, ok := k.parseScheduled(typ, key)
+		if !ok || z != z0 || n != -prio || s != sched || got != id {
 			t.Fatalf("parseScheduled(scheduled(%d, %d, %q)) = %d, %d, %q, %v", prio, sched, id, n, s, got, ok)
 		}
 		// Any other key under the prefix either reads as the tuple layer
 		// reads it, or is refused.
 		other := append(append([]byte(nil), k.of(typ).scheduled...), junk...)
-		n, s, got, ok = k.parseScheduled(typ, other)
+		z, n, s, got, ok = k.parseScheduled(typ, other)
 		if !ok {
 			return
 		}
 		tu, err := tuple.FromBytes(k.of(typ).scheduled).Unpack(other)
-		if err != nil || len(tu) != 3 || tu[0] != s || tu[1] != n || tu[2] != got {
+		if err != nil || len(tu) != 5 || tu[0] != s || tu[1] != n || tu[2] != z.key || tu[3] != int64(z.shard) || tu[4] != got {
 			t.Fatalf("% x read as %d, %d, %q; the tuple layer reads %v (%v)", junk, n, s, got, tu, err)
 		}
 	})

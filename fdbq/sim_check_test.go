@@ -904,6 +904,7 @@ func scanStore(ctx context.Context, db *kv.DB, prefix []byte) (map[simJobRef]*fd
 		}
 		indexed := map[simJobRef]int{}
 		activeValue := map[simJobRef][]byte{}
+		readyZones := map[simZone]bool{}
 		for _, ix := range []struct {
 			tag   int
 			state fdbq.State
@@ -927,11 +928,20 @@ func scanStore(ctx context.Context, db *kv.DB, prefix []byte) (map[simJobRef]*fd
 				var at, want int64
 				switch ix.state {
 				case fdbq.Pending:
-					// The ready index: (type, -priority, sched, id); the
-					// scheduled one: (type, sched, -priority, id).
-					prio, sched := t[1].(int64), t[2].(int64)
+					// The ready index: (type, key, shard, -priority,
+					// sched, id); the scheduled one: (type, sched,
+					// -priority, key, shard, id).
+					var prio, sched int64
+					var key string
+					var shard int64
 					if ix.tag == 11 {
-						prio, sched = sched, prio
+						sched, prio, key, shard = t[1].(int64), t[2].(int64), t[3].(string), t[4].(int64)
+					} else {
+						key, shard, prio, sched = t[1].(string), t[2].(int64), t[3].(int64), t[4].(int64)
+						readyZones[simZone{job.typ, key, shard}] = true
+					}
+					if key != j.Key {
+						bad(job, "pending entry in a zone of key %q, record of key %q", key, j.Key)
 					}
 					if -prio != int64(j.Priority) {
 						bad(job, "pending entry at priority %d, record at %d", -prio, j.Priority)
@@ -1013,6 +1023,9 @@ func scanStore(ctx context.Context, db *kv.DB, prefix []byte) (map[simJobRef]*fd
 				bad(job, "renewal stamped at %d, not after its read version %d", cv, j.ActiveVersion)
 			}
 		}
+		if err := checkZones(read, root, jobs, readyZones, bad); err != nil {
+			return err
+		}
 		counts, vs, err := read(root.Sub(7))
 		if err != nil {
 			return err
@@ -1047,4 +1060,61 @@ func scanStore(ctx context.Context, db *kv.DB, prefix []byte) (map[simJobRef]*fd
 		return problems[i].job.String()+problems[i].msg < problems[j].job.String()+problems[j].msg
 	})
 	return jobs, problems, err
+}
+
+// simZone is a zone of a type's ready index.
+type simZone struct {
+	typ, key string
+	shard    int64
+}
+
+// checkZones checks that every zone with ready jobs is in the index of
+// zones with ready jobs (a zone left out of it is never accepted from:
+// its jobs would be lost to the acceptors), and that each fairness key's
+// running count (the sum of its shards) is the number of its running
+// jobs.
+func checkZones(read func(tuple.Subspace) ([]tuple.Tuple, [][]byte, error), root tuple.Subspace,
+	jobs map[simJobRef]*fdbq.StoredJob, readyZones map[simZone]bool, bad func(simJobRef, string, ...any)) error {
+	marks, _, err := read(root.Sub(15))
+	if err != nil {
+		return err
+	}
+	marked := map[simZone]bool{}
+	for _, t := range marks {
+		if len(t) != 3 {
+			bad(simJobRef{}, "a zone mark keyed %v", t)
+			continue
+		}
+		marked[simZone{t[0].(string), t[1].(string), t[2].(int64)}] = true
+	}
+	for z := range readyZones {
+		if !marked[z] {
+			bad(simJobRef{typ: z.typ}, "zone (%q, %d) has ready jobs and no mark", z.key, z.shard)
+		}
+	}
+	counts, vs, err := read(root.Sub(16))
+	if err != nil {
+		return err
+	}
+	type typeKey struct{ typ, key string }
+	sums, want := map[typeKey]int64{}, map[typeKey]int64{}
+	for i, t := range counts {
+		sums[typeKey{t[0].(string), t[1].(string)}] += kv.DecodeInt64(vs[i])
+	}
+	for job, j := range jobs {
+		if j.State == fdbq.Running && j.Key != "" {
+			want[typeKey{job.typ, j.Key}]++
+		}
+	}
+	for k, n := range sums {
+		if n != want[k] {
+			bad(simJobRef{typ: k.typ}, "key %q: the running count says %d, the records %d", k.key, n, want[k])
+		}
+	}
+	for k, n := range want {
+		if _, ok := sums[k]; !ok {
+			bad(simJobRef{typ: k.typ}, "key %q: no running count, %d running records", k.key, n)
+		}
+	}
+	return nil
 }

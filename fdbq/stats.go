@@ -16,9 +16,10 @@ const MaxOldestDueBands = 64
 // when no pending job is due. Metrics report now minus it as the oldest
 // pending job's age.
 //
-// The ready index is ordered by priority, then by scheduled time, so the
-// earliest job of each priority band is that band's first entry: OldestDue
-// reads one key per band (without conflicts), jumping from band to band,
+// The ready index is ordered by zone, then priority, then scheduled time,
+// so the earliest job of each priority band of a zone is that band's
+// first entry: OldestDue reads one key per band (without conflicts),
+// jumping from band to band,
 // and takes the earliest due one, or the scheduled index's first entry
 // (the earliest of the jobs indexed before they were due) if that is due
 // and earlier. It is exact for up to MaxOldestDueBands distinct priorities
@@ -43,7 +44,7 @@ func (q *Queue) OldestDue(ctx context.Context, tr kv.ReadTransactor, typ string)
 			return 0, err
 		}
 		if len(head) == 1 {
-			if _, sched, _, err := q.parseScheduled(typ, head[0].Key); err == nil && sched <= now {
+			if _, _, sched, _, err := q.parseScheduled(typ, head[0].Key); err == nil && sched <= now {
 				oldest, found = sched, true
 			}
 		}
@@ -52,7 +53,7 @@ func (q *Queue) OldestDue(ctx context.Context, tr kv.ReadTransactor, typ string)
 			if err != nil || len(first) == 0 {
 				return oldest, err
 			}
-			neg, sched, _, err := q.parsePending(typ, first[0].Key)
+			z, neg, sched, _, err := q.parsePending(typ, first[0].Key)
 			if err != nil {
 				// Not a key fdbq writes: it names no band to jump
 				// past, and no job to report.
@@ -62,7 +63,7 @@ func (q *Queue) OldestDue(ctx context.Context, tr kv.ReadTransactor, typ string)
 			if sched <= now && (!found || sched < oldest) {
 				oldest, found = sched, true
 			}
-			begin = q.k.pendingBand(typ, int(-neg)).Range().End
+			begin = q.k.pendingBand(typ, z, int(-neg)).Range().End
 		}
 		return oldest, nil
 	})

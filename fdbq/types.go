@@ -98,6 +98,96 @@ type TypeSettings struct {
 	Paused bool `json:"paused"`
 	// Retention is how long finished jobs are kept; 0 keeps them forever.
 	Retention time.Duration `json:"retention"`
+	// Zones is how many zones the jobs of one fairness key are spread
+	// over, by a hash of their ids (0: DefaultZones). Priority and order
+	// hold within a zone; see Fairness in the package doc. A change
+	// applies to jobs added from then on.
+	Zones int `json:"zones,omitempty"`
+	// MaxRunning bounds the type's running jobs across every process
+	// (0: no bound). Accepts of a bounded type conflict with every start
+	// and end of its jobs, so they run one at a time.
+	MaxRunning int `json:"max_running,omitempty"`
+	// Keys are the policies of named fairness keys; KeyDefault is every
+	// other key's, and gives the weight of the jobs without a key.
+	Keys       map[string]KeyPolicy `json:"keys,omitempty"`
+	KeyDefault KeyPolicy            `json:"key_default,omitzero"`
+}
+
+// KeyPolicy is how the jobs of one fairness key share a type.
+type KeyPolicy struct {
+	// Weight is the key's share of accepts among the keys with ready jobs
+	// (0: 1): a key of weight 2 is chosen twice as often as one of 1.
+	Weight int `json:"weight,omitempty"`
+	// MaxRunning bounds the key's running jobs across every process (0:
+	// no bound). With 1 and Zones 1 the key's jobs run one at a time, in
+	// order.
+	MaxRunning int `json:"max_running,omitempty"`
+	// MaxStarts jobs of the key start in each Per, a window that begins
+	// at the first start after the last one ended (0: no bound).
+	MaxStarts int           `json:"max_starts,omitempty"`
+	Per       time.Duration `json:"per,omitempty"`
+	// Zones overrides the type's Zones for the key (0: the type's).
+	Zones int `json:"zones,omitempty"`
+}
+
+// Bounds of the fairness settings.
+const (
+	// DefaultZones is how many zones a key's jobs are spread over when
+	// the type does not say: one, so that priority and order hold across
+	// the key's jobs. A type that must grow with a FoundationDB cluster
+	// takes more (16 spreads one key's writes over 16 ranges).
+	DefaultZones = 1
+	// MaxZones bounds the zones of one key.
+	MaxZones = 256
+	// MaxKeyPolicies bounds TypeSettings.Keys: the settings are one value.
+	MaxKeyPolicies = 1000
+	// MaxKeyWeight bounds KeyPolicy.Weight.
+	MaxKeyWeight = 1000
+)
+
+// Validate reports what is wrong with p.
+func (p KeyPolicy) Validate() error {
+	switch {
+	case p.Weight < 0 || p.Weight > MaxKeyWeight:
+		return errorf(ErrInvalidJob, "weight %d is out of range (0 to %d)", p.Weight, MaxKeyWeight)
+	case p.MaxRunning < 0 || p.MaxRunning > maxCount:
+		return errorf(ErrInvalidJob, "max_running %d is out of range (0 to %d)", p.MaxRunning, maxCount)
+	case p.MaxStarts < 0 || p.MaxStarts > maxCount:
+		return errorf(ErrInvalidJob, "max_starts %d is out of range (0 to %d)", p.MaxStarts, maxCount)
+	case p.MaxStarts > 0 && p.Per < time.Millisecond:
+		return errorf(ErrInvalidJob, "max_starts %d needs a period (per) of at least 1ms, not %v", p.MaxStarts, p.Per)
+	case p.Per < 0:
+		return errorf(ErrInvalidJob, "negative period (per) %v", p.Per)
+	case p.Zones < 0 || p.Zones > MaxZones:
+		return errorf(ErrInvalidJob, "zones %d is out of range (0 to %d)", p.Zones, MaxZones)
+	}
+	return nil
+}
+
+// policy is the policy of fairness key key.
+func (s TypeSettings) policy(key string) KeyPolicy {
+	if p, ok := s.Keys[key]; ok && key != "" {
+		return p
+	}
+	return s.KeyDefault
+}
+
+// weight is the key's weight, at least 1.
+func (p KeyPolicy) weight() int { return max(p.Weight, 1) }
+
+// limited says whether the key's starts are bounded (running or rate).
+func (p KeyPolicy) limited() bool { return p.MaxRunning > 0 || p.MaxStarts > 0 }
+
+// zonesOf is how many zones the jobs of key are spread over.
+func (s TypeSettings) zonesOf(key string) int {
+	n := s.policy(key).Zones
+	if n == 0 {
+		n = s.Zones
+	}
+	if n <= 0 {
+		n = DefaultZones
+	}
+	return min(n, MaxZones)
 }
 
 // DefaultTypeSettings returns the settings a type gets when none are given.
@@ -112,6 +202,26 @@ func (s TypeSettings) Validate() error {
 	}
 	if s.Retention < 0 {
 		return errorf(ErrInvalidJob, "negative retention")
+	}
+	if s.Zones < 0 || s.Zones > MaxZones {
+		return errorf(ErrInvalidJob, "zones %d is out of range (0 to %d)", s.Zones, MaxZones)
+	}
+	if s.MaxRunning < 0 || s.MaxRunning > maxCount {
+		return errorf(ErrInvalidJob, "max_running %d is out of range (0 to %d)", s.MaxRunning, maxCount)
+	}
+	if len(s.Keys) > MaxKeyPolicies {
+		return errorf(ErrInvalidJob, "%d key policies, more than %d", len(s.Keys), MaxKeyPolicies)
+	}
+	if err := s.KeyDefault.Validate(); err != nil {
+		return fmt.Errorf("key_default: %w", err)
+	}
+	for name, p := range s.Keys {
+		if err := ValidateKey(name); err != nil {
+			return fmt.Errorf("keys: %w", err)
+		}
+		if err := p.Validate(); err != nil {
+			return fmt.Errorf("keys: %q: %w", name, err)
+		}
 	}
 	return s.Retry.Validate()
 }
@@ -142,4 +252,19 @@ type TypeInfo struct {
 	// empty, its key) cannot be read; it wraps ErrCorrupt. Settings are
 	// then zero; the counts are read all the same.
 	Err error
+}
+
+// Equal says whether s and o are the same settings (a Keys map that is
+// nil and one that is empty are the same).
+func (s TypeSettings) Equal(o TypeSettings) bool {
+	if s.ActivityTimeout != o.ActivityTimeout || s.Retry != o.Retry || s.Paused != o.Paused || s.Retention != o.Retention ||
+		s.Zones != o.Zones || s.MaxRunning != o.MaxRunning || s.KeyDefault != o.KeyDefault || len(s.Keys) != len(o.Keys) {
+		return false
+	}
+	for k, p := range s.Keys {
+		if q, ok := o.Keys[k]; !ok || q != p {
+			return false
+		}
+	}
+	return true
 }

@@ -298,7 +298,7 @@ func TestUnreadableTypes(t *testing.T) {
 				t.Fatalf("a key that names no type: %+v", ti)
 			}
 		default:
-			if ti.Err != nil || ti.Settings != fdbq.DefaultTypeSettings() {
+			if ti.Err != nil || !ti.Settings.Equal(fdbq.DefaultTypeSettings()) {
 				t.Fatalf("%s: %+v", ti.Name, ti)
 			}
 		}
@@ -330,7 +330,7 @@ func TestUnreadableDeclaredTypeRepaired(t *testing.T) {
 	s.Retention = time.Minute
 	trMust(t, "declare", x.q.DeclareType(x.ctx, x.q.DB(), "send-email", s))
 	info, err := x.q.GetType(x.ctx, x.q.DB(), "send-email")
-	if err != nil || info.Settings != s {
+	if err != nil || !info.Settings.Equal(s) {
 		t.Fatalf("after declaring: %+v, %v; want the declared settings", info, err)
 	}
 }

@@ -112,7 +112,7 @@ func TestDeclareTypeAtStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (fdbq.TypeSettings{ActivityTimeout: time.Minute, Retry: s.Retry, Paused: true, Retention: s.Retention}); info.Settings != want {
+	if want := (fdbq.TypeSettings{ActivityTimeout: time.Minute, Retry: s.Retry, Paused: true, Retention: s.Retention}); !info.Settings.Equal(want) {
 		t.Fatalf("after restart: %+v, want %+v", info.Settings, want)
 	}
 }

@@ -219,7 +219,7 @@ func TestBadRequests(t *testing.T) {
 		t.Fatalf("%d jobs added by refused requests", n)
 	}
 	info, err := e.q.GetType(context.Background(), e.db, "email")
-	if err != nil || info.Settings != fdbq.DefaultTypeSettings() {
+	if err != nil || !info.Settings.Equal(fdbq.DefaultTypeSettings()) {
 		t.Fatalf("refused settings changed the type: %+v %v", info, err)
 	}
 }
@@ -364,7 +364,7 @@ func TestTypes(t *testing.T) {
 	}
 	want := def
 	want.Retention, want.Retry.MaxAttempts = time.Hour, 2
-	if info.Settings != want {
+	if !info.Settings.Equal(want) {
 		t.Fatalf("settings %+v, want %+v", info.Settings, want)
 	}
 	// An existing type: 200, fields left out keep their values.
@@ -373,7 +373,7 @@ func TestTypes(t *testing.T) {
 		t.Fatalf("PUT existing type: %d %s", a.status, a.body)
 	}
 	want.ActivityTimeout = 5 * time.Second
-	if info, _ := e.q.GetType(ctx, e.db, "sms"); info.Settings != want {
+	if info, _ := e.q.GetType(ctx, e.db, "sms"); !info.Settings.Equal(want) {
 		t.Fatalf("settings %+v, want %+v", info.Settings, want)
 	}
 	// The client sends every field.

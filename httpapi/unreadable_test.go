@@ -133,7 +133,7 @@ func TestUnreadableType(t *testing.T) {
 	}
 	want := fdbq.DefaultTypeSettings()
 	want.Retention = 3600e9
-	if info, err := e.q.GetType(ctx, e.db, "sms"); err != nil || info.Settings != want {
+	if info, err := e.q.GetType(ctx, e.db, "sms"); err != nil || !info.Settings.Equal(want) {
 		t.Fatalf("after PUT: %+v, %v", info, err)
 	}
 }

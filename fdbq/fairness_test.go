@@ -1,0 +1,363 @@
+package fdbq_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/kv/kvtest"
+)
+
+// limitedQueue is a queue whose type "email" has settings s.
+func limitedQueue(t *testing.T, s fdbq.TypeSettings) (*fdbq.Queue, *clock) {
+	t.Helper()
+	return openTestQueue(t, nil, s)
+}
+
+func addKeyed(t *testing.T, q *fdbq.Queue, key string, n int) []string {
+	t.Helper()
+	var ids []string
+	for i := range n {
+		id := fmt.Sprintf("%s-%03d", key, i)
+		addJob(t, q, fdbq.NewJob{ID: id, Key: key})
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+func keysOf(ls []*fdbq.Lease) map[string]int {
+	n := map[string]int{}
+	for _, l := range ls {
+		n[l.Key]++
+	}
+	return n
+}
+
+// A key's MaxRunning bounds its running jobs; other keys are not held
+// back by it, and every way out of running (finish, fail, cancel, the
+// monitor's recycle) frees a start.
+func TestKeyMaxRunning(t *testing.T) {
+	s := fdbq.DefaultTypeSettings()
+	s.Keys = map[string]fdbq.KeyPolicy{"a": {MaxRunning: 2}}
+	q, _ := limitedQueue(t, s)
+	ctx := context.Background()
+	addKeyed(t, q, "a", 10)
+	addKeyed(t, q, "b", 5)
+	ls := acceptNoWait(t, q, fdbq.AcceptOptions{Max: 20})
+	if got := keysOf(ls); got["a"] != 2 || got["b"] != 5 || len(ls) != 7 {
+		t.Fatalf("accepted %v, want 2 of a and 5 of b", got)
+	}
+	if more := acceptNoWait(t, q, fdbq.AcceptOptions{Max: 20}); len(more) != 0 {
+		t.Fatalf("accepted %v past a's bound", leaseIDsOf(more))
+	}
+	var held []*fdbq.Lease
+	for _, l := range ls {
+		if l.Key == "a" {
+			held = append(held, l)
+		}
+	}
+	ends := []func(l *fdbq.Lease) error{
+		func(l *fdbq.Lease) error { return q.Finish(ctx, q.DB(), l, nil) },
+		func(l *fdbq.Lease) error { return q.Fail(ctx, q.DB(), l, "boom") },
+	}
+	for i, end := range ends {
+		if err := end(held[i]); err != nil {
+			t.Fatal(err)
+		}
+		next := acceptNoWait(t, q, fdbq.AcceptOptions{Max: 20})
+		if len(next) != 1 || next[0].Key != "a" {
+			t.Fatalf("after end %d: accepted %v, want one of a", i, leaseIDsOf(next))
+		}
+		held[i] = next[0]
+	}
+	if err := q.Cancel(ctx, q.DB(), "email", held[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if next := acceptNoWait(t, q, fdbq.AcceptOptions{Max: 20}); len(next) != 1 || next[0].Key != "a" {
+		t.Fatalf("after a cancel: accepted %v, want one of a", leaseIDsOf(next))
+	}
+}
+
+// A job that the monitor recycles frees its key's start.
+func TestKeyMaxRunningReleasedByRecycle(t *testing.T) {
+	s := fdbq.DefaultTypeSettings()
+	s.ActivityTimeout = time.Second
+	s.KeyDefault = fdbq.KeyPolicy{MaxRunning: 1}
+	q, c := limitedQueue(t, s)
+	addKeyed(t, q, "a", 2)
+	if ls := acceptNoWait(t, q, fdbq.AcceptOptions{Max: 2}); len(ls) != 1 {
+		t.Fatalf("accepted %v, want one", leaseIDsOf(ls))
+	}
+	st, err := staleSweep(context.Background(), q, fdbq.MonitorOptions{})
+	c.Advance(time.Hour) // the recycled job's retry is due
+	if err != nil || st.Recycled != 1 {
+		t.Fatalf("sweep: %+v, %v", st, err)
+	}
+	if ls := acceptNoWait(t, q, fdbq.AcceptOptions{Max: 2}); len(ls) != 1 {
+		t.Fatalf("after the recycle: accepted %v, want one", leaseIDsOf(ls))
+	}
+}
+
+// With MaxRunning 1 and one zone, a key's jobs run one at a time and in
+// the order they were added, across acceptors that run at once and
+// through commits that conflict or come back unknown.
+func TestKeySequence(t *testing.T) {
+	s := fdbq.DefaultTypeSettings()
+	s.Keys = map[string]fdbq.KeyPolicy{"seq": {MaxRunning: 1, Zones: 1}}
+	s.Zones = 8
+	q, _ := limitedQueue(t, s)
+	ids := addKeyed(t, q, "seq", 40)
+	addKeyed(t, q, "other", 40)
+	fdb, _ := kvtest.NewFaultyDB(q.DB(), kvtest.FaultOptions{Seed: 7, ConflictRate: 0.1, UnknownAppliedRate: 0.1, UnknownNotAppliedRate: 0.05})
+	fq := fdbq.New(fdb, fdbq.Options{})
+	ctx := context.Background()
+	var mu sync.Mutex
+	var order []string
+	running := 0
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Go(func() {
+			for {
+				ls, err := fq.Accept(ctx, "email", fdbq.AcceptOptions{Max: 3})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(ls) == 0 {
+					mu.Lock()
+					done := len(order) == len(ids)
+					mu.Unlock()
+					if done {
+						return
+					}
+					continue
+				}
+				for _, l := range ls {
+					if l.Key == "seq" {
+						mu.Lock()
+						running++
+						if running > 1 {
+							errs <- fmt.Errorf("%d jobs of the sequence running", running)
+						}
+						order = append(order, l.ID)
+						mu.Unlock()
+					}
+				}
+				for _, l := range ls {
+					if l.Key == "seq" {
+						mu.Lock()
+						running--
+						mu.Unlock()
+					}
+					if err := fq.Finish(ctx, fdb, l, nil); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if !slices.Equal(order, ids) {
+		t.Fatalf("the sequence ran in the order %v", order)
+	}
+}
+
+// MaxStarts per Per is a rate kept in the store: the starts of a window
+// are counted by every accept, and a new window opens once it ends.
+func TestKeyRateLimit(t *testing.T) {
+	s := fdbq.DefaultTypeSettings()
+	s.KeyDefault = fdbq.KeyPolicy{MaxStarts: 3, Per: time.Second}
+	q, c := limitedQueue(t, s)
+	addKeyed(t, q, "a", 10)
+	addJob(t, q, fdbq.NewJob{ID: "free"}) // no key: no bound
+	got := 0
+	for range 3 {
+		for _, l := range acceptNoWait(t, q, fdbq.AcceptOptions{Max: 2}) {
+			if l.Key == "a" {
+				got++
+			}
+		}
+	}
+	if got != 3 {
+		t.Fatalf("%d starts of a in one window, want 3", got)
+	}
+	c.Advance(999 * time.Millisecond)
+	if ls := acceptNoWait(t, q, fdbq.AcceptOptions{Max: 5}); len(ls) != 0 {
+		t.Fatalf("accepted %v before the window ended", leaseIDsOf(ls))
+	}
+	c.Advance(time.Millisecond)
+	if ls := acceptNoWait(t, q, fdbq.AcceptOptions{Max: 5}); len(ls) != 3 {
+		t.Fatalf("accepted %v in the next window, want 3", leaseIDsOf(ls))
+	}
+}
+
+// The type's MaxRunning bounds every key together.
+func TestTypeMaxRunning(t *testing.T) {
+	s := fdbq.DefaultTypeSettings()
+	s.MaxRunning = 4
+	q, _ := limitedQueue(t, s)
+	addKeyed(t, q, "a", 5)
+	addKeyed(t, q, "b", 5)
+	addJob(t, q, fdbq.NewJob{ID: "free"})
+	ls := acceptNoWait(t, q, fdbq.AcceptOptions{Max: 20})
+	if len(ls) != 4 {
+		t.Fatalf("accepted %d, want 4", len(ls))
+	}
+	if more := acceptNoWait(t, q, fdbq.AcceptOptions{Max: 20}); len(more) != 0 {
+		t.Fatalf("accepted %v past the type's bound", leaseIDsOf(more))
+	}
+	if err := q.Finish(context.Background(), q.DB(), ls[0], nil); err != nil {
+		t.Fatal(err)
+	}
+	if more := acceptNoWait(t, q, fdbq.AcceptOptions{Max: 20}); len(more) != 1 {
+		t.Fatalf("accepted %v after a finish, want one", leaseIDsOf(more))
+	}
+}
+
+// An accept held back by a key's bound waits on the key's running count,
+// and a finish of one of its jobs wakes it: no polling.
+func TestKeyMaxRunningWakesOnFinish(t *testing.T) {
+	s := fdbq.DefaultTypeSettings()
+	s.KeyDefault = fdbq.KeyPolicy{MaxRunning: 1}
+	q, c := limitedQueue(t, s)
+	addKeyed(t, q, "a", 2)
+	first := acceptNoWait(t, q, fdbq.AcceptOptions{})
+	if len(first) != 1 {
+		t.Fatalf("accepted %v", leaseIDsOf(first))
+	}
+	ctx := context.Background()
+	hq, hb := hookedQueue(q, c.Now)
+	commits := signalCommits(hb)
+	res := acceptInBackground(ctx, hq, "email", fdbq.AcceptOptions{Timeout: time.Hour})
+	if err := recvWithin(t, commits, "the held-back accept"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case out := <-res:
+		t.Fatalf("an accept held back returned %v %v", leaseIDsOf(out.leases), out.err)
+	default:
+	}
+	if err := q.Finish(ctx, q.DB(), first[0], nil); err != nil {
+		t.Fatal(err)
+	}
+	out := recvWithin(t, res, "the accept woken by the finish")
+	if out.err != nil || len(out.leases) != 1 || out.leases[0].ID != "a-001" {
+		t.Fatalf("woken accept: %v %v", leaseIDsOf(out.leases), out.err)
+	}
+}
+
+// Backlogged keys share accepts by their weights.
+func TestKeyWeights(t *testing.T) {
+	s := fdbq.DefaultTypeSettings()
+	s.Keys = map[string]fdbq.KeyPolicy{"heavy": {Weight: 2}}
+	q, _ := limitedQueue(t, s)
+	for _, k := range []string{"a", "heavy", "b"} {
+		if _, err := q.AddBatch(context.Background(), q.DB(), batchOf(k, 1000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := map[string]int{}
+	const accepts = 1200
+	for range accepts {
+		for k, c := range keysOf(acceptNoWait(t, q, fdbq.AcceptOptions{})) {
+			n[k] += c
+		}
+	}
+	// Expected 300, 600, 300; the binomial deviation is about 15 and 17.
+	for k, want := range map[string]int{"a": 300, "heavy": 600, "b": 300} {
+		if d := n[k] - want; d < -80 || d > 80 {
+			t.Fatalf("shares %v, want about 1:2:1 of %d", n, accepts)
+		}
+	}
+}
+
+func batchOf(key string, n int) []fdbq.NewJob {
+	jobs := make([]fdbq.NewJob, n)
+	for i := range jobs {
+		jobs[i] = fdbq.NewJob{Type: "email", ID: fmt.Sprintf("%s-%04d", key, i), Key: key}
+	}
+	return jobs
+}
+
+// A bad fairness key is refused before anything is written, as is a bad
+// policy.
+func TestKeyValidation(t *testing.T) {
+	q, _ := newQueue(t)
+	ctx := context.Background()
+	for _, key := range []string{"bad\x00key", "\xff", string(make([]byte, fdbq.MaxKeySize+1))} {
+		if _, err := q.Add(ctx, q.DB(), fdbq.NewJob{Type: "email", Key: key}); !isInvalid(err) {
+			t.Errorf("key %q: %v, want ErrInvalidJob", key, err)
+		}
+	}
+	s := fdbq.DefaultTypeSettings()
+	for _, bad := range []func(*fdbq.TypeSettings){
+		func(s *fdbq.TypeSettings) { s.Zones = fdbq.MaxZones + 1 },
+		func(s *fdbq.TypeSettings) { s.MaxRunning = -1 },
+		func(s *fdbq.TypeSettings) { s.KeyDefault.MaxStarts = 3 },
+		func(s *fdbq.TypeSettings) { s.Keys = map[string]fdbq.KeyPolicy{"": {}} },
+		func(s *fdbq.TypeSettings) { s.Keys = map[string]fdbq.KeyPolicy{"k": {Weight: -1}} },
+	} {
+		b := s
+		bad(&b)
+		if err := q.SetType(ctx, q.DB(), "email", b); !isInvalid(err) {
+			t.Errorf("settings %+v: %v, want ErrInvalidJob", b, err)
+		}
+	}
+}
+
+func isInvalid(err error) bool { return errors.Is(err, fdbq.ErrInvalidJob) }
+
+// Accepts that run at once, from queues of their own as processes would
+// be, over a key whose jobs are spread over many zones, never together
+// pass its bound: each reads the key's running count with a conflict.
+func TestKeyMaxRunningAcrossZonesAndAcceptors(t *testing.T) {
+	s := fdbq.DefaultTypeSettings()
+	s.Keys = map[string]fdbq.KeyPolicy{"a": {MaxRunning: 3, Zones: 16}}
+	q, c := limitedQueue(t, s)
+	if _, err := q.AddBatch(context.Background(), q.DB(), batchOf("a", 200)); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 5 {
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				p := fdbq.New(q.DB(), fdbq.Options{Now: c.Now})
+				<-start
+				if _, err := p.Accept(context.Background(), "email", fdbq.AcceptOptions{Max: 2}); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		ti, err := q.GetType(context.Background(), q.DB(), "email")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ti.Running != 3 {
+			t.Fatalf("round %d: %d running, want the bound, 3", round, ti.Running)
+		}
+		page, err := q.List(context.Background(), q.DB(), "email", fdbq.ListOptions{State: fdbq.Running})
+		if err != nil || len(page.Jobs) == 0 {
+			t.Fatalf("list: %v", err)
+		}
+		if err := q.Finish(context.Background(), q.DB(), &fdbq.Lease{Job: *page.Jobs[0]}, nil); err == nil {
+			t.Fatal("a finish without the lock succeeded")
+		}
+		if err := q.Cancel(context.Background(), q.DB(), "email", page.Jobs[0].ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,319 @@
+package fdbq
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/jobstage/jobstage/kv"
+)
+
+// maxZoneScan bounds the zone marks one read of a type's zone index takes.
+// A type with more zones with ready jobs is read a part at a time, each
+// read beginning where the last ended (typeZones.cursor).
+const maxZoneScan = 4096
+
+// maxZoneTries bounds the zones one accept transaction reads.
+const maxZoneTries = 8
+
+// maxLimitWatches bounds the watches of running counts that an idle accept
+// held back by limits sets; beyond it, it looks again after
+// limitRecheck.
+const (
+	maxLimitWatches = 16
+	limitRecheck    = 100 * time.Millisecond
+)
+
+// zoneRefreshGap is how soon a type's zone index is read again when an
+// accept that has jobs in view sees the watch key move: while the cached
+// zones give jobs, a burst of zone activations costs one read of the
+// index per gap, not one per accept. An accept that finds nothing reads
+// the index again at once.
+const zoneRefreshGap = 2 * time.Millisecond
+
+// typeZones is what an accept knows of a type's zones with ready jobs: a
+// read of the type's zone index, and the value the type's watch key had
+// then. Every mark of a zone bumps the watch key, so while it has that
+// value, no zone was marked since (zones may have been emptied: an accept
+// that finds one so drops it). Shared by the Queue's accepts; never
+// modified once made.
+type typeZones struct {
+	ver  []byte
+	at   time.Time
+	keys []string         // the fairness keys with marked zones
+	cum  []int            // cumulative weights of keys
+	of   map[string][]int // the marked shards of each key
+	// cursor, when the index held more than maxZoneScan marks, is the
+	// last one read, after which the next read begins.
+	cursor []byte
+}
+
+// zoneCache holds each type's typeZones.
+type zoneCache struct {
+	mu    sync.Mutex
+	types map[string]*typeZones
+}
+
+func (c *zoneCache) get(typ string) *typeZones {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.types[typ]
+}
+
+func (c *zoneCache) set(typ string, z *typeZones) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.types == nil {
+		c.types = map[string]*typeZones{}
+	}
+	if len(c.types) >= maxCachedTypes {
+		clear(c.types)
+	}
+	c.types[typ] = z
+}
+
+// forget drops what is known of typ's zones: an accept found one empty
+// and clears its mark, which a transaction that fails leaves as it was,
+// so the next accept reads the index again.
+func (c *zoneCache) forget(typ string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.types, typ)
+}
+
+func last(cum []int) int {
+	if len(cum) == 0 {
+		return 0
+	}
+	return cum[len(cum)-1]
+}
+
+// zonesOf returns what the accept knows of typ's zones with ready jobs,
+// and whether it is current: read at the watch key's value in snap. It
+// reads the zone index again (without conflicts) when the watch key moved
+// since the cached read, unless that read has zones to offer, is younger
+// than zoneRefreshGap and fresh does not ask for a read.
+func (q *Queue) zonesOf(snap kv.ReadTx, typ string, s TypeSettings, fresh bool) (*typeZones, bool, error) {
+	ver, err := snap.Get(q.k.watch(typ))
+	if err != nil {
+		return nil, false, err
+	}
+	tz := q.zones.get(typ)
+	if tz != nil && bytes.Equal(tz.ver, ver) && tz.cursor == nil {
+		return tz, true, nil
+	}
+	if tz != nil && !fresh && len(tz.keys) > 0 && q.now().Sub(tz.at) < zoneRefreshGap {
+		return tz, false, nil
+	}
+	r := q.k.zonesType(typ).Range()
+	if tz != nil && tz.cursor != nil && bytes.Equal(tz.ver, ver) {
+		r.Begin = kv.KeyAfter(tz.cursor)
+	}
+	kvs, err := snap.GetRange(r, kv.RangeOptions{Limit: maxZoneScan})
+	if err != nil {
+		return nil, false, err
+	}
+	n := &typeZones{ver: append([]byte(nil), ver...), at: q.now(), of: map[string][]int{}}
+	for _, e := range kvs {
+		z, ok := q.k.parseZoneMark(typ, e.Key)
+		if !ok {
+			continue // not a key fdbq writes: no zone to read
+		}
+		if _, seen := n.of[z.key]; !seen {
+			n.keys = append(n.keys, z.key)
+			n.cum = append(n.cum, last(n.cum)+s.policy(z.key).weight())
+		}
+		n.of[z.key] = append(n.of[z.key], z.shard)
+	}
+	if len(kvs) == maxZoneScan {
+		n.cursor = kvs[len(kvs)-1].Key
+	}
+	q.zones.set(typ, n)
+	return n, n.cursor == nil, nil
+}
+
+// choose picks a zone of tz at random: a key with probability in
+// proportion to its weight, then one of its marked shards, passing over
+// the keys and zones in skip. It reports false when none is left.
+func (tz *typeZones) choose(skipKeys map[string]bool, skipZones map[zone]bool) (zone, bool) {
+	total := last(tz.cum)
+	for range 4 {
+		if total == 0 {
+			break
+		}
+		x := rand.IntN(total)
+		i := 0
+		for tz.cum[i] <= x {
+			i++
+		}
+		if z, ok := tz.shardOf(tz.keys[i], skipKeys, skipZones); ok {
+			return z, true
+		}
+	}
+	// Most are passed over: go through them all, from a random place.
+	if len(tz.keys) == 0 {
+		return zone{}, false
+	}
+	start := rand.IntN(len(tz.keys))
+	for j := range tz.keys {
+		if z, ok := tz.shardOf(tz.keys[(start+j)%len(tz.keys)], skipKeys, skipZones); ok {
+			return z, true
+		}
+	}
+	return zone{}, false
+}
+
+// shardOf picks one of key's marked shards not in skipZones.
+func (tz *typeZones) shardOf(key string, skipKeys map[string]bool, skipZones map[zone]bool) (zone, bool) {
+	if skipKeys[key] {
+		return zone{}, false
+	}
+	shards := tz.of[key]
+	if len(shards) == 0 {
+		return zone{}, false
+	}
+	start := rand.IntN(len(shards))
+	for j := range shards {
+		z := zone{key: key, shard: shards[(start+j)%len(shards)]}
+		if !skipZones[z] {
+			return z, true
+		}
+	}
+	return zone{}, false
+}
+
+// keyAllowance is how many more jobs of one fairness key an accept may
+// start, read in the accept's transaction with conflicts, so that two
+// accepts that together would pass a bound cannot both commit.
+type keyAllowance struct {
+	left int
+	// window and started are the key's rate window as read (MaxStarts).
+	window, started int64
+	// watch: the running counts to watch when the key is held back by
+	// MaxRunning; until is when its rate window ends, when that holds it.
+	watch [][]byte
+	until int64
+	rated bool
+}
+
+// allowance reads what the key's policy p leaves of its bounds at now.
+func (q *Queue) allowance(tx kv.Tx, typ, key string, p KeyPolicy, now int64) (*keyAllowance, error) {
+	a := &keyAllowance{left: maxCount}
+	if p.MaxRunning > 0 {
+		running, nonzero, err := sumRange(tx, q.k.keyRunningRange(typ, key))
+		if err != nil {
+			return nil, err
+		}
+		a.left = min(a.left, p.MaxRunning-int(running))
+		if a.left <= 0 {
+			a.watch = nonzero
+		}
+	}
+	if p.MaxStarts > 0 {
+		b, err := tx.Get(q.k.keyStarts(typ, key))
+		if err != nil {
+			return nil, err
+		}
+		if len(b) == 16 {
+			a.window = int64(binary.LittleEndian.Uint64(b))
+			a.started = int64(binary.LittleEndian.Uint64(b[8:]))
+		}
+		a.rated = true
+		per := p.Per.Milliseconds()
+		if now >= a.window+per || now < a.window-per {
+			// The window ended (or was opened by a clock far ahead of
+			// this one): a new one opens with this accept.
+			a.window, a.started = now, 0
+		}
+		a.left = min(a.left, p.MaxStarts-int(a.started))
+		if p.MaxStarts-int(a.started) <= 0 {
+			a.until = a.window + per
+		}
+	}
+	a.left = max(a.left, 0)
+	return a, nil
+}
+
+// started records n starts of the key in its rate window.
+func (q *Queue) started(tx kv.Tx, typ, key string, a *keyAllowance, n int) {
+	a.left -= n
+	if n == 0 || !a.rated {
+		return
+	}
+	a.started += int64(n)
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(a.window))
+	binary.LittleEndian.PutUint64(b[8:], uint64(a.started))
+	tx.Set(q.k.keyStarts(typ, key), b[:])
+}
+
+// sumRange sums the int64 counters of r, read with a conflict, and returns
+// the keys of those not zero.
+func sumRange(tx kv.ReadTx, r kv.Range) (int64, [][]byte, error) {
+	kvs, err := tx.GetRange(r, kv.RangeOptions{})
+	if err != nil {
+		return 0, nil, err
+	}
+	var sum int64
+	var nonzero [][]byte
+	for _, e := range kvs {
+		if v := kv.DecodeInt64(e.Value); v != 0 {
+			sum += v
+			nonzero = append(nonzero, e.Key)
+		}
+	}
+	return sum, nonzero, nil
+}
+
+// allowed returns the candidates of cands that the bounds of their keys
+// let the accept start, in index order: of a key held to n more starts,
+// its first n. A key held back altogether joins skipKeys, and res learns
+// what would free it (limitWatch, next). allow keeps what each key's
+// bounds leave, read once per transaction.
+func (q *Queue) allowed(tx kv.Tx, typ string, s TypeSettings, cands []candidate, allow map[string]*keyAllowance,
+	skipKeys map[string]bool, now int64, res *acceptResult) ([]candidate, error) {
+	out := cands[:0:0]
+	taken := map[string]int{}
+	for _, c := range cands {
+		p := s.policy(c.zone.key)
+		if c.zone.key == "" || !p.limited() {
+			out = append(out, c)
+			continue
+		}
+		a := allow[c.zone.key]
+		if a == nil {
+			var err error
+			if a, err = q.allowance(tx, typ, c.zone.key, p, now); err != nil {
+				return nil, err
+			}
+			allow[c.zone.key] = a
+			if a.left == 0 {
+				q.heldBack(c.zone.key, a, skipKeys, res)
+			}
+		}
+		if taken[c.zone.key] < a.left {
+			taken[c.zone.key]++
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// countStarts counts the leases just taken against their keys' bounds.
+func (q *Queue) countStarts(tx kv.Tx, typ string, leases []*Lease, allow map[string]*keyAllowance, skipKeys map[string]bool) {
+	n := map[string]int{}
+	for _, l := range leases {
+		if allow[l.Job.Key] != nil {
+			n[l.Job.Key]++
+		}
+	}
+	for key, c := range n {
+		a := allow[key]
+		q.started(tx, typ, key, a, c)
+		if a.left <= 0 {
+			skipKeys[key] = true
+		}
+	}
+}
