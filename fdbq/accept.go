@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
-	"math/rand/v2"
 	"slices"
 	"sort"
 	"sync"
@@ -91,7 +90,7 @@ type heldJob struct{ typ, id string }
 // of the group holds (as package-level pick does) and holds them,
 // appending them to held. When it finds none free it returns a channel
 // that is closed when an accept of the group next lets go.
-func (g *AcceptGroup) pick(typ string, cands []candidate, max int, held []heldJob) ([]candidate, []heldJob, <-chan struct{}) {
+func (g *AcceptGroup) pick(intn func(int) int, typ string, cands []candidate, max int, held []heldJob) ([]candidate, []heldJob, <-chan struct{}) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var free []candidate // nil until a taken job is found: then the free ones are copied
@@ -110,7 +109,7 @@ func (g *AcceptGroup) pick(typ string, cands []candidate, max int, held []heldJo
 		free = cands
 	}
 	if len(free) > max {
-		free = pick(free, max)
+		free = pick(intn, free, max)
 	}
 	if len(free) == 0 {
 		if g.wake == nil {
@@ -508,7 +507,7 @@ func (q *Queue) acceptZones(tx kv.Tx, snap kv.ReadTx, typ, lock string, o Accept
 	withScheduled := true
 	reads, keyReads := 0, 0
 	for len(res.leases) < want && res.groupWake == nil {
-		z, ok := tz.choose(skipKeys, skipZones)
+		z, ok := tz.choose(q.intn, skipKeys, skipZones)
 		if !ok && !withScheduled {
 			if current {
 				break
@@ -632,7 +631,7 @@ func (q *Queue) takePicks(tx kv.Tx, typ, lock string, o AcceptOptions, s TypeSet
 		cands, need := left[:min(len(left), o.Window)], o.Max-len(res.leases)
 		if o.Group != nil {
 			var wake <-chan struct{}
-			cands, *held, wake = o.Group.pick(typ, cands, need, *held)
+			cands, *held, wake = o.Group.pick(q.intn, typ, cands, need, *held)
 			if len(cands) == 0 {
 				if wait && len(res.leases) == 0 {
 					res.groupWake = wake
@@ -640,7 +639,7 @@ func (q *Queue) takePicks(tx kv.Tx, typ, lock string, o AcceptOptions, s TypeSet
 				break
 			}
 		} else if len(cands) > need {
-			cands = pick(cands, need)
+			cands = pick(q.intn, cands, need)
 		}
 		skipped := 0
 		for _, c := range cands {
@@ -775,7 +774,7 @@ func (q *Queue) reclaim(tx kv.Tx, typ, lock string, claim []byte) (*acceptResult
 // while they fit, then a random choice within the band that does not, so
 // that priority order is strict and only the order within a band is
 // loosened. The result is in index order.
-func pick(cands []candidate, max int) []candidate {
+func pick(intn func(int) int, cands []candidate, max int) []candidate {
 	out := make([]candidate, 0, max)
 	for i := 0; i < len(cands) && len(out) < max; {
 		j := i
@@ -784,7 +783,7 @@ func pick(cands []candidate, max int) []candidate {
 		}
 		band := cands[i:j]
 		if need := max - len(out); len(band) > need {
-			out = sample(out, band, need)
+			out = sample(intn, out, band, need)
 		} else {
 			out = append(out, band...)
 		}
@@ -798,9 +797,9 @@ func pick(cands []candidate, max int) []candidate {
 // each candidate with probability (still needed)/(still left), one pass
 // and no sort. Shuffling and sorting the chosen ones back into index order
 // cost more than the rest of an accept of 256 jobs from a window of 1024.
-func sample(out, band []candidate, k int) []candidate {
+func sample(intn func(int) int, out, band []candidate, k int) []candidate {
 	for i := 0; k > 0; i++ {
-		if left := len(band) - i; rand.IntN(left) < k {
+		if left := len(band) - i; intn(left) < k {
 			out = append(out, band[i])
 			k--
 		}

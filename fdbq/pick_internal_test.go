@@ -2,6 +2,7 @@ package fdbq
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -18,7 +19,7 @@ func TestPickSamplesInOrder(t *testing.T) {
 	}
 	taken := map[string]int{}
 	for round := 0; round < 2000; round++ {
-		out := pick(cands, 8)
+		out := pick(rand.IntN, cands, 8)
 		if len(out) != 8 {
 			t.Fatalf("picked %d, want 8", len(out))
 		}
@@ -37,7 +38,7 @@ func TestPickSamplesInOrder(t *testing.T) {
 			t.Fatalf("%s never picked in 2000 rounds", c.key)
 		}
 	}
-	if out := pick(cands, 30); len(out) != len(cands) {
+	if out := pick(rand.IntN, cands, 30); len(out) != len(cands) {
 		t.Fatalf("picked %d of a window of %d with room for all", len(out), len(cands))
 	}
 }
@@ -50,11 +51,11 @@ func TestAcceptGroupSkipsHeld(t *testing.T) {
 		cands = append(cands, candidate{key: []byte(fmt.Sprintf("k%d", i)), id: fmt.Sprintf("j%d", i)})
 	}
 	var g AcceptGroup
-	first, held1, wake := g.pick("t", cands, 4, nil)
+	first, held1, wake := g.pick(rand.IntN, "t", cands, 4, nil)
 	if len(first) != 4 || len(held1) != 4 || wake != nil || g.held() != 4 {
 		t.Fatalf("first pick: %d candidates, %d held, wake %v", len(first), len(held1), wake)
 	}
-	second, held2, _ := g.pick("t", append([]candidate(nil), cands...), 4, nil)
+	second, held2, _ := g.pick(rand.IntN, "t", append([]candidate(nil), cands...), 4, nil)
 	if len(second) != 2 {
 		t.Fatalf("second pick took %d, want the 2 not held", len(second))
 	}
@@ -65,7 +66,7 @@ func TestAcceptGroupSkipsHeld(t *testing.T) {
 			}
 		}
 	}
-	none, _, wake := g.pick("t", append([]candidate(nil), cands...), 4, nil)
+	none, _, wake := g.pick(rand.IntN, "t", append([]candidate(nil), cands...), 4, nil)
 	if len(none) != 0 || wake == nil {
 		t.Fatalf("with every key held: %d picked, wake %v", len(none), wake)
 	}
@@ -75,7 +76,7 @@ func TestAcceptGroupSkipsHeld(t *testing.T) {
 	default:
 		t.Fatal("release did not close the wake channel")
 	}
-	if again, _, _ := g.pick("t", append([]candidate(nil), cands...), 4, nil); len(again) != 2 {
+	if again, _, _ := g.pick(rand.IntN, "t", append([]candidate(nil), cands...), 4, nil); len(again) != 2 {
 		t.Fatalf("after release, picked %d, want 2", len(again))
 	}
 }

@@ -55,6 +55,13 @@ func TestProjectionOneType(t *testing.T) {
 	const typ = "proj"
 	s := DefaultTypeSettings()
 	s.ActivityTimeout = time.Hour
+	if v := os.Getenv("JOBSTAGE_PROJECTION_ZONES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxZones {
+			t.Fatalf("JOBSTAGE_PROJECTION_ZONES=%q: want a number of zones", v)
+		}
+		s.Zones = n
+	}
 	if err := q.SetType(ctx, db, typ, s); err != nil {
 		t.Fatal(err)
 	}
@@ -214,6 +221,10 @@ var keyNames = map[int64]string{
 	tagSchedule:     "scheduled index",
 	tagActive:       "activity index",
 	tagStamp:        "renewal stamps",
+	tagLayout:       "layout version",
+	tagZones:        "zone marks",
+	tagKeyRunning:   "key's running count",
+	tagKeyStarts:    "key's rate window",
 }
 
 // keySpace names the key space of a key of the queue, or says it is a

@@ -36,6 +36,10 @@ type Options struct {
 	// job that Accept skips because its record does not decode. Default:
 	// slog.Default() at the time of each message.
 	Logger *slog.Logger
+	// Rand returns a random integer in [0, n) for the queue's random
+	// choices (the zone an accept reads); it must be safe for concurrent
+	// use. Default: math/rand/v2's IntN. Simulations seed their own.
+	Rand func(n int) int
 }
 
 // Queue is the jobs layer over a kv store. Its operations that take a
@@ -52,6 +56,7 @@ type Queue struct {
 	unreadable unreadableJobs
 	// zones is what accepts know of each type's zones with ready jobs.
 	zones *zoneCache
+	intn  func(int) int
 }
 
 // New returns a Queue over db.
@@ -71,7 +76,12 @@ func New(db *kv.DB, opts Options) *Queue {
 	case waitWatches < 0:
 		waitWatches = 0
 	}
-	return &Queue{db: db, k: newKeys(tuple.FromBytes(prefix)), now: now, watches: newWatchShare(waitWatches), log: opts.Logger, zones: &zoneCache{}}
+	intn := opts.Rand
+	if intn == nil {
+		intn = mrand.IntN
+	}
+	return &Queue{db: db, k: newKeys(tuple.FromBytes(prefix)), now: now, watches: newWatchShare(waitWatches), log: opts.Logger,
+		zones: &zoneCache{}, intn: intn}
 }
 
 // logger is Options.Logger, or the default logger.

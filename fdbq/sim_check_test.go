@@ -337,8 +337,10 @@ func (s *sim) check() *simViolation {
 	held := func(e *simEntry, job simJobRef, lock string) bool {
 		return slices.Contains(e.held, simHeld{job, lock})
 	}
+	bounds := newSimBounds()
 	for _, c := range s.hist.log {
 		e := c.entry
+		bounds.commit(s, c)
 		for _, w := range c.writes {
 			if w.settings != nil {
 				continue
@@ -1117,4 +1119,48 @@ func checkZones(read func(tuple.Subspace) ([]tuple.Tuple, [][]byte, error), root
 		}
 	}
 	return nil
+}
+
+// simBounds follows, commit by commit, the running jobs of each type and
+// of each fairness key, which the accept transaction holds to the type's
+// MaxRunning and the keys' (the same in every settings of a run: see
+// simKeyPolicies). A commit that starts a job must leave its type and key
+// within their bounds, whatever failed, crashed or conflicted before.
+type simBounds struct {
+	byType map[string]int
+	byKey  map[[2]string]int
+}
+
+func newSimBounds() *simBounds {
+	return &simBounds{byType: map[string]int{}, byKey: map[[2]string]int{}}
+}
+
+func (b *simBounds) commit(s *sim, c *simCommit) {
+	started := map[[2]string]simJobRef{}
+	for _, w := range c.writes {
+		if w.settings != nil {
+			continue
+		}
+		was := w.prev != nil && w.prev.State == fdbq.Running
+		is := w.next != nil && w.next.State == fdbq.Running
+		if was {
+			b.byType[w.job.typ]--
+			b.byKey[[2]string{w.job.typ, w.prev.Key}]--
+		}
+		if is {
+			b.byType[w.job.typ]++
+			b.byKey[[2]string{w.job.typ, w.next.Key}]++
+			if !was {
+				started[[2]string{w.job.typ, w.next.Key}] = w.job
+			}
+		}
+	}
+	for tk, job := range started {
+		if n := b.byType[tk[0]]; n > simTypeMaxRunning {
+			s.violate("bounds", job, c.entry, "c%d started a job with %d of the type running, above its bound %d", c.n, n, simTypeMaxRunning)
+		}
+		if p, ok := simKeyPolicies[tk[1]]; ok && p.MaxRunning > 0 && b.byKey[tk] > p.MaxRunning {
+			s.violate("bounds", job, c.entry, "c%d started a job with %d of key %s running, above its bound %d", c.n, b.byKey[tk], tk[1], p.MaxRunning)
+		}
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -67,6 +68,18 @@ var simEpoch = time.UnixMilli(1_700_000_000_000)
 
 // simTypes are the job types of every run.
 var simTypes = []string{"sim-a", "sim-b"}
+
+// simFairnessKeys are the fairness keys the jobs of a run take ("": none), and
+// simKeyPolicies their bounds, the same in every settings a run writes, so
+// that the check holds every commit to them (simTypeMaxRunning likewise).
+var (
+	simFairnessKeys = []string{"", "", "k1", "k2", "k3"}
+	simKeyPolicies  = map[string]fdbq.KeyPolicy{
+		"k1": {MaxRunning: 1, Zones: 1},
+		"k2": {MaxRunning: 2, Weight: 2},
+	}
+	simTypeMaxRunning = 5
+)
 
 // Activity timeouts a type takes; workers heartbeat every third of the
 // shortest one, by simulated time (not by their skewed wall clocks).
@@ -150,18 +163,21 @@ func monitorOptions(o fdbq.MonitorOptions, clock func() time.Time) (fdbq.Monitor
 // --- the world ---
 
 type sim struct {
-	seed  uint64
-	cfg   simConfig
-	rng   *rand.Rand
-	store kv.Backend
-	plain *kv.DB // the store without hooks or faults: setup and checks
-	keys  simKeys
-	now   time.Duration
-	procs []*simProc
-	env   *simActor
-	hist  *simHistory
-	stack []*simEntry // calls in progress, innermost last
-	focus *simJobRef  // the job the next call picks, to contend with the one it runs inside
+	seed uint64
+	cfg  simConfig
+	rng  *rand.Rand
+	// qrng draws the queues' own random choices (Options.Rand).
+	qrng   *rand.Rand
+	randMu sync.Mutex
+	store  kv.Backend
+	plain  *kv.DB // the store without hooks or faults: setup and checks
+	keys   simKeys
+	now    time.Duration
+	procs  []*simProc
+	env    *simActor
+	hist   *simHistory
+	stack  []*simEntry // calls in progress, innermost last
+	focus  *simJobRef  // the job the next call picks, to contend with the one it runs inside
 
 	// shadow is every job record as the commit log has it.
 	shadow      map[simJobRef]*fdbq.StoredJob
@@ -248,7 +264,7 @@ func newSim(seed uint64, cfg simConfig) (*sim, error) {
 		return nil, err
 	}
 	s := &sim{
-		seed: seed, cfg: cfg, rng: rand.New(rand.NewPCG(seed, seed^0x73696d)),
+		seed: seed, cfg: cfg, rng: rand.New(rand.NewPCG(seed, seed^0x73696d)), qrng: rand.New(rand.NewPCG(seed, seed^0x7a6f6e)),
 		store: st, plain: kv.NewDB(st, kv.Options{}), keys: newSimKeys(),
 		hist:     &simHistory{names: map[string]string{}},
 		shadow:   map[simJobRef]*fdbq.StoredJob{},
@@ -292,6 +308,13 @@ func (s *sim) varyConfig() {
 	c.crashAfterCommit = 0.008 * s.rng.Float64()
 }
 
+// intn is the queues' random choices, drawn from the run's seed.
+func (s *sim) intn(n int) int {
+	s.randMu.Lock()
+	defer s.randMu.Unlock()
+	return s.qrng.IntN(n)
+}
+
 func (s *sim) roll(p float64) bool { return p > 0 && s.rng.Float64() < p }
 
 func (s *sim) uniform(lo, hi time.Duration) time.Duration {
@@ -319,7 +342,10 @@ func (s *sim) randomSettings() fdbq.TypeSettings {
 			Base:        []time.Duration{0, 100 * time.Millisecond, 400 * time.Millisecond}[s.rng.IntN(3)],
 			Max:         2 * time.Second,
 		},
-		Retention: []time.Duration{0, 3 * time.Second, 10 * time.Second}[s.rng.IntN(3)],
+		Retention:  []time.Duration{0, 3 * time.Second, 10 * time.Second}[s.rng.IntN(3)],
+		Zones:      []int{0, 1, 3}[s.rng.IntN(3)],
+		MaxRunning: simTypeMaxRunning,
+		Keys:       simKeyPolicies,
 	}
 }
 
@@ -352,7 +378,7 @@ func (s *sim) start(p *simProc) {
 	p.faulty = kvtest.NewFaultyBackend(&simLower{s: s, p: p, gen: p.gen}, s.faultOptions())
 	p.db = kv.NewDB(&simUpper{s: s, p: p, gen: p.gen, inner: p.faulty},
 		kv.Options{RetryLimit: 300, InitialBackoff: time.Microsecond, MaxBackoff: 20 * time.Microsecond})
-	p.q = fdbq.New(p.db, fdbq.Options{Now: p.wall})
+	p.q = fdbq.New(p.db, fdbq.Options{Now: p.wall, Rand: s.intn})
 	mo, _ := monitorOptions(fdbq.MonitorOptions{Logger: quietLog}, p.monotonic)
 	p.mon = fdbq.NewMonitor(p.q, mo)
 	p.group = &fdbq.AcceptGroup{}
@@ -596,6 +622,7 @@ func (s *sim) newJob(p *simProc) fdbq.NewJob {
 	if s.rng.IntN(8) == 0 {
 		j.Retry = &fdbq.RetryPolicy{MaxAttempts: 2, Backoff: fdbq.Linear, Base: 200 * time.Millisecond}
 	}
+	j.Key = simFairnessKeys[s.rng.IntN(len(simFairnessKeys))]
 	return j
 }
 
@@ -615,6 +642,9 @@ func (s *sim) jobText(j fdbq.NewJob) string {
 	}
 	if j.Retry != nil {
 		t += " retry=linear"
+	}
+	if j.Key != "" {
+		t += " key=" + j.Key
 	}
 	return t
 }

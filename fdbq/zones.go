@@ -3,7 +3,6 @@ package fdbq
 import (
 	"bytes"
 	"encoding/binary"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -137,18 +136,18 @@ func (q *Queue) zonesOf(snap kv.ReadTx, typ string, s TypeSettings, fresh bool) 
 // choose picks a zone of tz at random: a key with probability in
 // proportion to its weight, then one of its marked shards, passing over
 // the keys and zones in skip. It reports false when none is left.
-func (tz *typeZones) choose(skipKeys map[string]bool, skipZones map[zone]bool) (zone, bool) {
+func (tz *typeZones) choose(intn func(int) int, skipKeys map[string]bool, skipZones map[zone]bool) (zone, bool) {
 	total := last(tz.cum)
 	for range 4 {
 		if total == 0 {
 			break
 		}
-		x := rand.IntN(total)
+		x := intn(total)
 		i := 0
 		for tz.cum[i] <= x {
 			i++
 		}
-		if z, ok := tz.shardOf(tz.keys[i], skipKeys, skipZones); ok {
+		if z, ok := tz.shardOf(intn, tz.keys[i], skipKeys, skipZones); ok {
 			return z, true
 		}
 	}
@@ -156,9 +155,9 @@ func (tz *typeZones) choose(skipKeys map[string]bool, skipZones map[zone]bool) (
 	if len(tz.keys) == 0 {
 		return zone{}, false
 	}
-	start := rand.IntN(len(tz.keys))
+	start := intn(len(tz.keys))
 	for j := range tz.keys {
-		if z, ok := tz.shardOf(tz.keys[(start+j)%len(tz.keys)], skipKeys, skipZones); ok {
+		if z, ok := tz.shardOf(intn, tz.keys[(start+j)%len(tz.keys)], skipKeys, skipZones); ok {
 			return z, true
 		}
 	}
@@ -166,7 +165,7 @@ func (tz *typeZones) choose(skipKeys map[string]bool, skipZones map[zone]bool) (
 }
 
 // shardOf picks one of key's marked shards not in skipZones.
-func (tz *typeZones) shardOf(key string, skipKeys map[string]bool, skipZones map[zone]bool) (zone, bool) {
+func (tz *typeZones) shardOf(intn func(int) int, key string, skipKeys map[string]bool, skipZones map[zone]bool) (zone, bool) {
 	if skipKeys[key] {
 		return zone{}, false
 	}
@@ -174,7 +173,7 @@ func (tz *typeZones) shardOf(key string, skipKeys map[string]bool, skipZones map
 	if len(shards) == 0 {
 		return zone{}, false
 	}
-	start := rand.IntN(len(shards))
+	start := intn(len(shards))
 	for j := range shards {
 		z := zone{key: key, shard: shards[(start+j)%len(shards)]}
 		if !skipZones[z] {
