@@ -21,6 +21,7 @@ type Job[T any] struct {
 	Attempt     int // 1 on the first attempt; a snoozed attempt is not counted
 	Snoozes     int // times a handler snoozed the job (Snooze)
 	Priority    int
+	Key         string // the job's fairness key ("": none)
 	ScheduledAt time.Time
 	Lease       *fdbq.Lease
 
@@ -239,7 +240,7 @@ func (c *Consumer) Options() Options { return c.opts }
 // job's JSON result (panics become errors with the stack).
 func runTyped[T any](e *Envelope, run func(ctx context.Context, job *Job[T]) (json.RawMessage, error), timeout time.Duration) (result json.RawMessage, err error) {
 	l := e.Lease
-	job := &Job[T]{ID: l.ID, Type: l.Type, Attempt: l.Attempts, Snoozes: l.Snoozes, Priority: l.Priority, ScheduledAt: l.ScheduledAt, Lease: l, env: e}
+	job := &Job[T]{ID: l.ID, Type: l.Type, Attempt: l.Attempts, Snoozes: l.Snoozes, Priority: l.Priority, Key: l.Key, ScheduledAt: l.ScheduledAt, Lease: l, env: e}
 	job.undecodable = decodeData(job, l.Data)
 	ctx := e.Context()
 	if timeout > 0 {

@@ -11,7 +11,7 @@ import (
 // under New: its data decoded into T, and Progress working.
 func Raw[T, R any](h Handler[T, R]) Handler[json.RawMessage, json.RawMessage] {
 	return func(ctx context.Context, j *Job[json.RawMessage]) (json.RawMessage, error) {
-		tj := &Job[T]{ID: j.ID, Type: j.Type, Attempt: j.Attempt, Snoozes: j.Snoozes, Priority: j.Priority,
+		tj := &Job[T]{ID: j.ID, Type: j.Type, Attempt: j.Attempt, Snoozes: j.Snoozes, Priority: j.Priority, Key: j.Key,
 			ScheduledAt: j.ScheduledAt, Lease: j.Lease, env: j.env, progress: j.progress}
 		if err := decodeData(tj, j.Data); err != nil {
 			// As under New: another attempt would not decode it either.

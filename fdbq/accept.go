@@ -488,13 +488,15 @@ func (q *Queue) acceptTx(tx kv.Tx, typ string, o AcceptOptions, lock string, cla
 
 // acceptZones takes up to want jobs for an accept from the type's zones
 // with ready jobs (and the due entries of its scheduled index), appending
-// them to res.leases, and returns their ids. It chooses a zone at random
-// by the keys' weights (typeZones.choose), reads the first entries of its
-// range of the ready index, and takes from them what the key's bounds
-// allow; then another zone, while it has taken fewer than want, up to
-// maxZoneTries zones. A zone found empty has its mark cleared, with a
-// read conflict on its range: an add to it that commits meanwhile fails
-// this commit, and one after it marks the zone again.
+// them to res.leases, and returns their ids. It chooses up to
+// maxZoneTries zones of different keys at random by the keys' weights
+// (typeZones.choose), passing over the keys their bounds hold back, and
+// gives each chosen key a share of want in proportion to its weight: the
+// accept takes up to that many of the first entries of the key's zone,
+// within what the key's bounds allow, and then, while it has fewer than
+// want, more from the zones that had more. So every accept serves each
+// key it chose, and a key with one job among keys with a backlog waits
+// for the next accept, not for a lucky draw.
 func (q *Queue) acceptZones(tx kv.Tx, snap kv.ReadTx, typ, lock string, o AcceptOptions, want int, s TypeSettings, token, now, maxSched int64,
 	wait bool, held *[]heldJob, res *acceptResult) ([]string, error) {
 	tz, current, err := q.zonesOf(snap, typ, s, false)
@@ -503,23 +505,78 @@ func (q *Queue) acceptZones(tx kv.Tx, snap kv.ReadTx, typ, lock string, o Accept
 	}
 	skipKeys, skipZones := map[string]bool{}, map[zone]bool{}
 	allow := map[string]*keyAllowance{}
+	plan, err := q.planZones(tx, snap, typ, s, now, tz, current, skipKeys, skipZones, allow, res)
+	if err != nil {
+		return nil, err
+	}
+	total := 0
+	for _, z := range plan {
+		total += s.policy(z.key).weight()
+	}
 	var ids []string
-	withScheduled := true
-	reads, keyReads := 0, 0
-	for len(res.leases) < want && res.groupWake == nil {
-		z, ok := tz.choose(q.intn, skipKeys, skipZones)
-		if !ok && !withScheduled {
-			if current {
+	take := func(z zone, inZone, withScheduled bool, upTo int) (bool, error) {
+		first := len(res.leases)
+		got, err := q.acceptFrom(tx, snap, typ, lock, o, min(want, upTo), s, token, now, maxSched, wait, held, res, z, inZone, withScheduled, allow, skipKeys)
+		ids = append(ids, got...)
+		return len(res.leases)-first > 0 && len(res.leases) == min(want, upTo), err
+	}
+	if len(plan) == 0 {
+		// No zone: the scheduled index's due entries alone.
+		_, err := take(zone{}, false, true, want)
+		return ids, err
+	}
+	full := make([]bool, len(plan))
+	for i, z := range plan {
+		if len(res.leases) >= want || res.groupWake != nil {
+			break
+		}
+		share := (want*s.policy(z.key).weight() + total - 1) / total
+		if full[i], err = take(z, true, i == 0, len(res.leases)+share); err != nil {
+			return nil, err
+		}
+	}
+	for i, z := range plan {
+		if len(res.leases) >= want || res.groupWake != nil {
+			break
+		}
+		if full[i] && !skipKeys[z.key] {
+			if _, err := take(z, true, false, want); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if len(res.leases) == 0 && len(plan) == maxZoneTries {
+		res.moreZones = true
+	}
+	return ids, nil
+}
+
+// planZones chooses the zones an accept reads: up to maxZoneTries, of
+// different keys, by the keys' weights, passing over the keys held back
+// by their bounds (read with conflicts into allow) and reading the zone
+// index again when what is known of it (tz) is not current and gives no
+// zone.
+func (q *Queue) planZones(tx kv.Tx, snap kv.ReadTx, typ string, s TypeSettings, now int64, tz *typeZones, current bool,
+	skipKeys map[string]bool, skipZones map[zone]bool, allow map[string]*keyAllowance, res *acceptResult) ([]zone, error) {
+	chosen := map[string]bool{}
+	skip := func(key string) bool { return skipKeys[key] || chosen[key] }
+	var plan []zone
+	keyReads := 0
+	for len(plan) < maxZoneTries {
+		z, ok := tz.choose(q.intn, skip, skipZones)
+		if !ok {
+			if current || len(plan) > 0 {
 				break
 			}
 			// What is known of the zones is older than the watch key:
 			// read the index again before concluding there is nothing.
+			var err error
 			if tz, current, err = q.zonesOf(snap, typ, s, true); err != nil {
 				return nil, err
 			}
 			continue
 		}
-		if ok && z.key != "" && allow[z.key] == nil && s.policy(z.key).limited() {
+		if z.key != "" && allow[z.key] == nil && s.policy(z.key).limited() {
 			if keyReads++; keyReads > maxKeyReads {
 				res.next = earliest(res.next, now+limitRecheck.Milliseconds())
 				break
@@ -534,22 +591,11 @@ func (q *Queue) acceptZones(tx kv.Tx, snap kv.ReadTx, typ, lock string, o Accept
 				continue
 			}
 		}
-		if ok {
-			if reads == maxZoneTries {
-				res.moreZones = true
-				break
-			}
-			reads++
-			skipZones[z] = true
-		}
-		got, err := q.acceptFrom(tx, snap, typ, lock, o, want, s, token, now, maxSched, wait, held, res, z, ok, withScheduled, allow, skipKeys)
-		if err != nil {
-			return nil, err
-		}
-		withScheduled = false
-		ids = append(ids, got...)
+		chosen[z.key] = true
+		skipZones[z] = true
+		plan = append(plan, z)
 	}
-	return ids, nil
+	return plan, nil
 }
 
 // maxKeyReads bounds the fairness keys whose bounds one accept

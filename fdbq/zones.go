@@ -135,8 +135,9 @@ func (q *Queue) zonesOf(snap kv.ReadTx, typ string, s TypeSettings, fresh bool) 
 
 // choose picks a zone of tz at random: a key with probability in
 // proportion to its weight, then one of its marked shards, passing over
-// the keys and zones in skip. It reports false when none is left.
-func (tz *typeZones) choose(intn func(int) int, skipKeys map[string]bool, skipZones map[zone]bool) (zone, bool) {
+// the keys skipKey names and the zones in skipZones. It reports false
+// when none is left.
+func (tz *typeZones) choose(intn func(int) int, skipKey func(string) bool, skipZones map[zone]bool) (zone, bool) {
 	total := last(tz.cum)
 	for range 4 {
 		if total == 0 {
@@ -147,7 +148,7 @@ func (tz *typeZones) choose(intn func(int) int, skipKeys map[string]bool, skipZo
 		for tz.cum[i] <= x {
 			i++
 		}
-		if z, ok := tz.shardOf(intn, tz.keys[i], skipKeys, skipZones); ok {
+		if z, ok := tz.shardOf(intn, tz.keys[i], skipKey, skipZones); ok {
 			return z, true
 		}
 	}
@@ -157,7 +158,7 @@ func (tz *typeZones) choose(intn func(int) int, skipKeys map[string]bool, skipZo
 	}
 	start := intn(len(tz.keys))
 	for j := range tz.keys {
-		if z, ok := tz.shardOf(intn, tz.keys[(start+j)%len(tz.keys)], skipKeys, skipZones); ok {
+		if z, ok := tz.shardOf(intn, tz.keys[(start+j)%len(tz.keys)], skipKey, skipZones); ok {
 			return z, true
 		}
 	}
@@ -165,8 +166,8 @@ func (tz *typeZones) choose(intn func(int) int, skipKeys map[string]bool, skipZo
 }
 
 // shardOf picks one of key's marked shards not in skipZones.
-func (tz *typeZones) shardOf(intn func(int) int, key string, skipKeys map[string]bool, skipZones map[zone]bool) (zone, bool) {
-	if skipKeys[key] {
+func (tz *typeZones) shardOf(intn func(int) int, key string, skipKey func(string) bool, skipZones map[zone]bool) (zone, bool) {
+	if skipKey(key) {
 		return zone{}, false
 	}
 	shards := tz.of[key]

@@ -15,14 +15,19 @@ func (c *cli) bench(args []string) error {
 	fs.IntVar(&o.InsertBatch, "insert-batch", 0, "jobs per insert transaction (default 1000 for the burn-down, 100 continuous)")
 	fs.IntVar(&o.Latency, "latency", 200, "enqueue→start samples on an idle pipeline (0: none)")
 	fs.BoolVar(&o.PerJobFinish, "per-job-finish", false, "commit each job's outcome in its own transaction instead of batching outcomes")
+	fs.IntVar(&o.Types, "types", 0, "spread the burn-down's jobs over this many types, a pipeline each (mixed run; 0 or 1: one type)")
+	fs.IntVar(&o.Backlog, "backlog", 0, "fairness: a backlog of this many jobs of one key while jobs of a new key are timed (0: off)")
+	fs.IntVar(&o.FairSamples, "fair-samples", 200, "fairness: jobs of the new key timed from enqueue to start")
+	fs.IntVar(&o.Shares, "shares", 0, "fairness: three keys weighted 1:2:1 with this many jobs each, this many worked (0: off)")
 	fs.StringVar(&o.Dir, "dir", "", "store directory, empty or new (default: a temporary directory, removed after)")
 	asJSON := fs.Bool("json", false, "print the result as JSON (progress goes to stderr)")
 	quiet := fs.Bool("quiet", false, "no progress lines")
 	if _, err := parse(fs, args, 0, 0); err != nil {
 		return err
 	}
-	if o.Jobs < 0 || o.Latency < 0 || o.Duration < 0 || o.Concurrency < 1 || o.InsertBatch < 0 {
-		return usagef("jobs, duration, latency and insert-batch must be ≥ 0 and concurrency ≥ 1")
+	if o.Jobs < 0 || o.Latency < 0 || o.Duration < 0 || o.Concurrency < 1 || o.InsertBatch < 0 ||
+		o.Types < 0 || o.Backlog < 0 || o.FairSamples < 1 || o.Shares < 0 {
+		return usagef("jobs, duration, latency, insert-batch, types, backlog and shares must be ≥ 0, concurrency and fair-samples ≥ 1")
 	}
 	if !*quiet {
 		o.Progress = c.stderr

@@ -52,6 +52,18 @@ type Options struct {
 	// PerJobFinish commits every job's outcome in its own transaction
 	// instead of batching the outcomes of jobs that end together.
 	PerJobFinish bool
+	// Backlog, when > 0, adds the fairness run: a backlog of that many
+	// jobs of one key, and FairSamples (default 200) jobs of another key
+	// timed from add to start while a pipeline works the backlog.
+	Backlog     int
+	FairSamples int
+	// Shares, when > 0, adds the weighted run: three keys of weights 1, 2
+	// and 1, backlogged with that many jobs each, of which that many are
+	// worked.
+	Shares int
+	// Types, when > 1, makes the burn-down a mixed run: Jobs spread over
+	// that many types, each worked by a pipeline of its own.
+	Types int
 	// Progress, if set, gets a line per phase and per second of work.
 	Progress io.Writer
 }
@@ -78,14 +90,27 @@ type Result struct {
 	LatencyP90Ms   float64 `json:"latency_p90_ms,omitempty"`
 	LatencyP99Ms   float64 `json:"latency_p99_ms,omitempty"`
 	LatencyMaxMs   float64 `json:"latency_max_ms,omitempty"`
+
+	MixedTypes      int     `json:"mixed_types,omitempty"`
+	MixedJobs       int     `json:"mixed_jobs,omitempty"`
+	MixedSeconds    float64 `json:"mixed_seconds,omitempty"`
+	MixedJobsPerSec float64 `json:"mixed_jobs_per_sec,omitempty"`
+
+	Fairness FairnessResult `json:"fairness,omitzero"`
 }
 
 func (o *Options) defaults() error {
-	if o.Jobs < 0 || o.Latency < 0 || o.Duration < 0 {
-		return fmt.Errorf("bench: jobs, duration and latency samples must be ≥ 0")
+	if o.Jobs < 0 || o.Latency < 0 || o.Duration < 0 || o.Backlog < 0 || o.FairSamples < 0 || o.Shares < 0 || o.Types < 0 {
+		return fmt.Errorf("bench: jobs, duration, latency samples, backlog, samples, shares and types must be ≥ 0")
 	}
-	if o.Jobs == 0 && o.Duration == 0 && o.Latency == 0 {
-		return fmt.Errorf("bench: nothing to measure: give jobs, a duration or latency samples")
+	if o.Jobs == 0 && o.Duration == 0 && o.Latency == 0 && o.Backlog == 0 && o.Shares == 0 {
+		return fmt.Errorf("bench: nothing to measure: give jobs, a duration, latency samples, a backlog or shares")
+	}
+	if o.Types > 1 && o.Jobs == 0 {
+		return fmt.Errorf("bench: a mixed run of %d types needs jobs", o.Types)
+	}
+	if o.FairSamples == 0 {
+		o.FairSamples = 200
 	}
 	if o.Concurrency == 0 {
 		o.Concurrency = 256
@@ -129,7 +154,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	r := &Result{Concurrency: o.Concurrency, BatchFinish: !o.PerJobFinish}
 	b := &run{o: o, q: q, db: db, r: r}
 
-	if o.Jobs > 0 {
+	if o.Jobs > 0 && o.Types > 1 {
+		if err := b.mixed(ctx); err != nil {
+			return nil, err
+		}
+	} else if o.Jobs > 0 {
 		if err := b.burnDown(ctx, "burn", o.Jobs); err != nil {
 			return nil, err
 		}
@@ -141,6 +170,16 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	if o.Latency > 0 {
 		if err := b.latency(ctx, "lat", o.Latency); err != nil {
+			return nil, err
+		}
+	}
+	if o.Backlog > 0 {
+		if err := b.newKey(ctx, "fair"); err != nil {
+			return nil, err
+		}
+	}
+	if o.Shares > 0 {
+		if err := b.shares(ctx, "shares"); err != nil {
 			return nil, err
 		}
 	}
@@ -447,5 +486,17 @@ func (r *Result) Print(w io.Writer) {
 	if r.LatencySamples > 0 {
 		fmt.Fprintf(w, "latency     %9d jobs  enqueue→start p50 %.2f ms  p90 %.2f ms  p99 %.2f ms  max %.2f ms\n",
 			r.LatencySamples, r.LatencyP50Ms, r.LatencyP90Ms, r.LatencyP99Ms, r.LatencyMaxMs)
+	}
+	if r.MixedTypes > 0 {
+		fmt.Fprintf(w, "mixed       %9d jobs  of %d types, a pipeline each: work %8.0f jobs/s (%.2fs)\n",
+			r.MixedJobs, r.MixedTypes, r.MixedJobsPerSec, r.MixedSeconds)
+	}
+	if f := r.Fairness; f.Samples > 0 {
+		fmt.Fprintf(w, "new key     %9d jobs  against a backlog of %d of another key worked at %.0f jobs/s: enqueue→start p50 %.2f ms  p99 %.2f ms  max %.2f ms\n",
+			f.Samples, f.Backlog, f.BacklogRate, f.NewP50Ms, f.NewP99Ms, f.NewMaxMs)
+	}
+	if f := r.Fairness; f.SharesJobs > 0 {
+		fmt.Fprintf(w, "weights     %9d jobs  of keys a:b:c weighted 1:2:1, shares %.3f : %.3f : %.3f\n",
+			f.SharesJobs, f.Shares["a"], f.Shares["b"], f.Shares["c"])
 	}
 }

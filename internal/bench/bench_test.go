@@ -55,3 +55,35 @@ func TestRunRefusesNonEmptyDirAndNothingToDo(t *testing.T) {
 		t.Error("negative jobs accepted")
 	}
 }
+
+// The fairness runs measure what they say: jobs of a new key start while
+// a backlog of another key is worked, three keys of weights 1:2:1 share
+// the jobs worked in those proportions, and a mixed run works every job
+// of every type.
+func TestRunFairnessAndMixed(t *testing.T) {
+	r, err := Run(context.Background(), Options{
+		Dir: filepath.Join(t.TempDir(), "store"), Jobs: 400, Types: 4, Backlog: 20_000, FairSamples: 5, Shares: 3000, Concurrency: 16,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := r.Fairness
+	if f.Samples != 5 || f.NewP50Ms <= 0 || f.NewP50Ms > f.NewP99Ms || f.NewP99Ms > f.NewMaxMs || f.BacklogRate <= 0 {
+		t.Errorf("new key not measured: %+v", f)
+	}
+	for k, want := range map[string]float64{"a": 0.25, "b": 0.5, "c": 0.25} {
+		if got := f.Shares[k]; got < want-0.1 || got > want+0.1 {
+			t.Errorf("shares %v, want about 1:2:1", f.Shares)
+		}
+	}
+	if r.MixedTypes != 4 || r.MixedJobs != 400 || r.MixedJobsPerSec <= 0 || r.Jobs != 0 {
+		t.Errorf("mixed run not measured: %+v", r)
+	}
+	var out bytes.Buffer
+	r.Print(&out)
+	for _, want := range []string{"mixed", "new key", "weights"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+}
