@@ -175,15 +175,20 @@ type acceptResult struct {
 	// nothing; others are left to read.
 	moreZones bool
 	// watchChanges: a waiting accept watches the type's change key too
-	// (acceptFrom).
+	// (acceptFrom); blind are the zones that made it so.
 	watchChanges bool
+	blind        []zone
 	// again: a job picked could not be taken, and the accept should look
 	// again rather than wait, now that it passes over that job.
 	again bool
 }
 
-// Accept takes up to o.Max due jobs of a type, highest priority first and
-// then earliest scheduled, and returns them running under a new lock.
+// Accept takes up to o.Max due jobs of a type, from the zones it chooses
+// by the weights of their fairness keys (see Fairness in the package doc)
+// and within each zone highest priority first and then earliest
+// scheduled, and returns them running under a new lock. The bounds of the
+// type and of the keys (TypeSettings.MaxRunning, KeyPolicy) hold at its
+// commit.
 // Paused types give no jobs. See AcceptOptions for blocking.
 func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lease, error) {
 	if err := checkName("type name", typ); err != nil {
@@ -198,6 +203,9 @@ func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lea
 	}
 	var rewatch watchRetry
 	lookAgain, moreZones := 8, maxZoneRounds
+	// blind: zones with jobs this Accept cannot take, passed over until
+	// it has waited.
+	var blind []zone
 	for {
 		// The lock and the claim key are made outside the transaction: if
 		// a commit's result is unknown, the retry finds the claim and
@@ -209,7 +217,7 @@ func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lea
 		if o.Group != nil && !fixedWindow {
 			o.Window = min(max(DefaultWindow, o.Max+o.Group.held()), maxWindow)
 		}
-		res, err := q.acceptCommit(ctx, typ, o, lock, claimMs, wait)
+		res, err := q.acceptCommit(ctx, typ, o, lock, claimMs, wait, blind)
 		if err != nil {
 			return nil, err
 		}
@@ -229,6 +237,7 @@ func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lea
 			// yet due, or emptying zones).
 			if res.moreZones {
 				moreZones--
+				blind = append(blind, res.blind...)
 			} else {
 				lookAgain--
 			}
@@ -246,6 +255,7 @@ func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lea
 		if again, err := q.acceptWait(ctx, res, deadline, &rewatch); !again {
 			return nil, err
 		}
+		blind = nil
 	}
 }
 
@@ -285,14 +295,14 @@ func (o AcceptOptions) withDefaults() (AcceptOptions, bool) {
 // its picks before the retry picks again, and the accept lets go once its
 // commit is done, whatever its outcome, so that the group's other accepts
 // may pick those jobs (gone if it committed, free again if not).
-func (q *Queue) acceptCommit(ctx context.Context, typ string, o AcceptOptions, lock string, claimMs int64, wait bool) (*acceptResult, error) {
+func (q *Queue) acceptCommit(ctx context.Context, typ string, o AcceptOptions, lock string, claimMs int64, wait bool, blind []zone) (*acceptResult, error) {
 	var held []heldJob
 	res, err := kv.Transact(ctx, q.db, func(tx kv.Tx) (*acceptResult, error) {
 		if o.Group != nil {
 			o.Group.release(held)
 			held = held[:0]
 		}
-		return q.acceptTx(tx, typ, o, lock, claimMs, wait, &held)
+		return q.acceptTx(tx, typ, o, lock, claimMs, wait, &held, blind)
 	})
 	if o.Group != nil {
 		o.Group.release(held)
@@ -403,7 +413,7 @@ func timerMs(ms int64) time.Duration {
 
 // acceptTx is one attempt of an accept; with a group, it holds the jobs it
 // picks there and appends them to held.
-func (q *Queue) acceptTx(tx kv.Tx, typ string, o AcceptOptions, lock string, claimMs int64, wait bool, held *[]heldJob) (*acceptResult, error) {
+func (q *Queue) acceptTx(tx kv.Tx, typ string, o AcceptOptions, lock string, claimMs int64, wait bool, held *[]heldJob, blind []zone) (*acceptResult, error) {
 	s, err := q.settings(tx, typ)
 	if err != nil {
 		return nil, err
@@ -444,7 +454,7 @@ func (q *Queue) acceptTx(tx kv.Tx, typ string, o AcceptOptions, lock string, cla
 	var ids []string
 	if want > 0 {
 		var err error
-		if ids, err = q.acceptZones(tx, snap, typ, lock, o, want, s, token, now, maxSched, wait, held, res); err != nil {
+		if ids, err = q.acceptZones(tx, snap, typ, lock, o, want, s, token, now, maxSched, wait, held, blind, res); err != nil {
 			return nil, err
 		}
 	}
@@ -498,14 +508,20 @@ func (q *Queue) acceptTx(tx kv.Tx, typ string, o AcceptOptions, lock string, cla
 // key it chose, and a key with one job among keys with a backlog waits
 // for the next accept, not for a lucky draw.
 func (q *Queue) acceptZones(tx kv.Tx, snap kv.ReadTx, typ, lock string, o AcceptOptions, want int, s TypeSettings, token, now, maxSched int64,
-	wait bool, held *[]heldJob, res *acceptResult) ([]string, error) {
+	wait bool, held *[]heldJob, blind []zone, res *acceptResult) ([]string, error) {
 	tz, current, err := q.zonesOf(snap, typ, s, false)
 	if err != nil {
 		return nil, err
 	}
 	skipKeys, skipZones := map[string]bool{}, map[zone]bool{}
+	for _, z := range blind {
+		skipZones[z] = true
+	}
+	if len(blind) > 0 {
+		res.watchChanges = true
+	}
 	allow := map[string]*keyAllowance{}
-	plan, err := q.planZones(tx, snap, typ, s, now, tz, current, skipKeys, skipZones, allow, res)
+	plan, current, err := q.planZones(tx, snap, typ, s, now, tz, current, skipKeys, skipZones, allow, res)
 	if err != nil {
 		return nil, err
 	}
@@ -545,7 +561,10 @@ func (q *Queue) acceptZones(tx kv.Tx, snap kv.ReadTx, typ, lock string, o Accept
 			}
 		}
 	}
-	if len(res.leases) == 0 && len(plan) == maxZoneTries {
+	if len(res.leases) == 0 && (len(plan) == maxZoneTries || !current && len(plan) > 0) {
+		// Zones are left that this transaction did not read, or what it
+		// knew of them was a part of the index, or older than the watch
+		// key: look again before waiting on the watch key.
 		res.moreZones = true
 	}
 	return ids, nil
@@ -557,22 +576,26 @@ func (q *Queue) acceptZones(tx kv.Tx, snap kv.ReadTx, typ, lock string, o Accept
 // index again when what is known of it (tz) is not current and gives no
 // zone.
 func (q *Queue) planZones(tx kv.Tx, snap kv.ReadTx, typ string, s TypeSettings, now int64, tz *typeZones, current bool,
-	skipKeys map[string]bool, skipZones map[zone]bool, allow map[string]*keyAllowance, res *acceptResult) ([]zone, error) {
+	skipKeys map[string]bool, skipZones map[zone]bool, allow map[string]*keyAllowance, res *acceptResult) ([]zone, bool, error) {
 	chosen := map[string]bool{}
 	skip := func(key string) bool { return skipKeys[key] || chosen[key] }
 	var plan []zone
-	keyReads := 0
+	keyReads, reads := 0, 0
 	for len(plan) < maxZoneTries {
 		z, ok := tz.choose(q.intn, skip, skipZones)
 		if !ok {
 			if current || len(plan) > 0 {
 				break
 			}
+			if reads++; reads > maxZoneParts {
+				res.moreZones = true // parts of a large index are left to read
+				break
+			}
 			// What is known of the zones is older than the watch key:
 			// read the index again before concluding there is nothing.
 			var err error
 			if tz, current, err = q.zonesOf(snap, typ, s, true); err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			continue
 		}
@@ -583,7 +606,7 @@ func (q *Queue) planZones(tx kv.Tx, snap kv.ReadTx, typ string, s TypeSettings, 
 			}
 			a, err := q.allowance(tx, typ, z.key, s.policy(z.key), now)
 			if err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			allow[z.key] = a
 			if a.left == 0 {
@@ -595,12 +618,16 @@ func (q *Queue) planZones(tx kv.Tx, snap kv.ReadTx, typ string, s TypeSettings, 
 		skipZones[z] = true
 		plan = append(plan, z)
 	}
-	return plan, nil
+	return plan, current, nil
 }
 
 // maxKeyReads bounds the fairness keys whose bounds one accept
-// transaction reads.
-const maxKeyReads = 64
+// transaction reads, and maxZoneParts the parts of a large zone index it
+// reads (zonesOf).
+const (
+	maxKeyReads  = 64
+	maxZoneParts = 4
+)
 
 // heldBack records that key is held back by its bounds (a).
 func (q *Queue) heldBack(key string, a *keyAllowance, skipKeys map[string]bool, res *acceptResult) {
@@ -636,8 +663,10 @@ func (q *Queue) acceptFrom(tx kv.Tx, snap kv.ReadTx, typ, lock string, o AcceptO
 	if inZone && !w.empty && len(w.cands) == 0 {
 		// The zone has jobs this accept cannot take (scheduled after its
 		// bound, or unreadable): an add to it marks nothing, so only
-		// the type's change key tells of one it could take.
+		// the type's change key tells of one it could take. The Accept's
+		// next rounds pass over it until that key moves.
 		res.watchChanges = true
+		res.blind = append(res.blind, z)
 	}
 	cands, err := q.allowed(tx, typ, s, w.cands, allow, skipKeys, now, res)
 	if err != nil || len(cands) == 0 {

@@ -121,6 +121,7 @@ func (q *Queue) AddBatch(ctx context.Context, tr kv.Transactor, jobs []NewJob) (
 		// Jobs this attempt already wrote: a repeated id in the batch finds
 		// the token from its first occurrence, which is not a retry.
 		written := map[[2]string]bool{}
+		marked := map[string]map[zone]bool{}
 		out := make([]*Job, len(prepared))
 		for i, j := range prepared {
 			ts := settings[j.Type]
@@ -133,7 +134,10 @@ func (q *Queue) AddBatch(ctx context.Context, tr kv.Transactor, jobs []NewJob) (
 				settings[j.Type] = ts
 			}
 			k := [2]string{j.Type, j.ID}
-			job, err := q.add(tx, j, ts, now, token, written[k])
+			if marked[j.Type] == nil {
+				marked[j.Type] = map[zone]bool{}
+			}
+			job, err := q.add(tx, j, ts, marked[j.Type], now, token, written[k])
 			if err != nil {
 				return nil, err
 			}
@@ -146,7 +150,7 @@ func (q *Queue) AddBatch(ctx context.Context, tr kv.Transactor, jobs []NewJob) (
 
 // add adds or resubmits one job for the AddBatch call token; again says
 // that this attempt already wrote the job earlier in the batch.
-func (q *Queue) add(tx kv.Tx, j NewJob, s *TypeSettings, now int64, token string, again bool) (*Job, error) {
+func (q *Queue) add(tx kv.Tx, j NewJob, s *TypeSettings, marked map[zone]bool, now int64, token string, again bool) (*Job, error) {
 	sched := toMs(j.ScheduledAt)
 	if sched == 0 {
 		sched = now
@@ -172,6 +176,7 @@ func (q *Queue) add(tx kv.Tx, j NewJob, s *TypeSettings, now int64, token string
 			ScheduledAt: sched,
 			Key:         j.Key,
 			Shard:       shardOf(j.ID, s.zonesOf(j.Key)),
+			marked:      marked,
 		}
 		if err := q.put(tx, j.Type, j.ID, old, rec); err != nil {
 			return nil, err
@@ -202,7 +207,7 @@ func (q *Queue) add(tx kv.Tx, j NewJob, s *TypeSettings, now int64, token string
 		}
 		rec.Resubmit, rec.ResubmitAt = true, sched
 	}
-	rec.LastAdd = token
+	rec.LastAdd, rec.marked = token, marked
 	if rec.Error != "" {
 		// New data may leave less room for the error of an earlier
 		// attempt, which is jobstage's own text: cut it, not the add.

@@ -129,10 +129,49 @@ func (q *Queue) dropUnreadable(tx kv.Tx, typ, id string, b []byte, loc *located)
 	if found != nil {
 		tx.Clear(found.key)
 		tx.Add(q.k.countShard(typ, found.state, id), -1)
+		if h, ok := readHeader(b); ok && found.state == Running && h.zone.key != "" {
+			// The key's running count, as countKeyRunning keeps it.
+			tx.Add(q.k.keyRunning(typ, h.zone), -1)
+		}
 	}
 	tx.Clear(q.k.job(typ, id))
 	tx.Add(q.k.change(typ), 1)
 	return true, nil
+}
+
+// recordHeader is what precedes a record's text and data in formats 1
+// and 2: what its index entries are made of.
+type recordHeader struct {
+	priority int64
+	times    [7]int64 // added, scheduled, started, heartbeat, finished, expires, resubmit
+	version  int64
+	zone     zone
+}
+
+// readHeader reads the header of a record in format 1 or 2, or reports
+// false when b is in neither format or its header is cut short.
+func readHeader(b []byte) (recordHeader, bool) {
+	var h recordHeader
+	if len(b) == 0 || (b[0] != formatBinary1 && b[0] != formatBinary2) {
+		return h, false
+	}
+	d := recordReader{b: b[1:]}
+	d.byte()
+	d.byte()
+	flags := d.byte()
+	h.priority = d.varint()
+	d.uvarint()
+	d.uvarint()
+	for i := range h.times {
+		h.times[i] = d.varint()
+	}
+	if b[0] >= formatBinary2 {
+		h.version = d.varint()
+	}
+	if flags&flagZone != 0 {
+		h.zone.key, h.zone.shard = d.zone()
+	}
+	return h, d.err == nil && int64(int(h.priority)) == h.priority
 }
 
 // headerEntries returns the index entries a record in format 1 or 2 would
@@ -141,31 +180,11 @@ func (q *Queue) dropUnreadable(tx kv.Tx, typ, id string, b []byte, loc *located)
 // its text and data and so can often still be read when they cannot; none
 // when b is in neither format or its header is cut short.
 func (q *Queue) headerEntries(typ, id string, b []byte) []indexEntry {
-	if len(b) == 0 || (b[0] != formatBinary1 && b[0] != formatBinary2) {
+	h, ok := readHeader(b)
+	if !ok {
 		return nil
 	}
-	d := recordReader{b: b[1:]}
-	d.byte()
-	d.byte()
-	flags := d.byte()
-	priority := d.varint()
-	d.uvarint()
-	d.uvarint()
-	var times [7]int64 // added, scheduled, started, heartbeat, finished, expires, resubmit
-	for i := range times {
-		times[i] = d.varint()
-	}
-	var version int64
-	if b[0] >= formatBinary2 {
-		version = d.varint()
-	}
-	var z zone
-	if flags&flagZone != 0 {
-		z.key, z.shard = d.zone()
-	}
-	if d.err != nil || int64(int(priority)) != priority {
-		return nil
-	}
+	priority, times, version, z := h.priority, h.times, h.version, h.zone
 	entries := []indexEntry{
 		{q.k.pending(typ, z, int(priority), times[1], id), Pending},
 		{q.k.scheduled(typ, z, int(priority), times[1], id), Pending},

@@ -80,12 +80,16 @@
 //	                                      added/scheduled/started/heartbeat/finished/expires times), in
 //	                                      a binary form whose first byte names the format (codec.go;
 //	                                      0x01 now; records written as JSON before it, '{', still read)
-//	(P, 2, type, -priority, sched_ms, id) ready index: pending jobs that were due when indexed,
-//	                                      highest priority first, then earliest; the value is a copy
-//	                                      of the job record when it is at most 2 KB (else empty), so
-//	                                      Accept reads no record separately
-//	(P, 3, type)                          int64 LE, atomic add: bumped when a job becomes pending or
-//	                                      the type's settings change; acceptors and the monitor watch it
+//	(P, 2, type, key, shard, -priority, sched_ms, id)
+//	                                      ready index: pending jobs that were due when indexed, by
+//	                                      zone (fairness key and shard, see Fairness), then highest
+//	                                      priority first, then earliest; the value is a copy of the job
+//	                                      record when it is at most 2 KB (else empty), so Accept reads
+//	                                      no record separately. A zone's entries are a range of their
+//	                                      own, which FoundationDB can put on a server of its own
+//	(P, 3, type)                          int64 LE, atomic add: the type's watch key, bumped when a zone
+//	                                      gets its mark (not at every add), when a job is scheduled for
+//	                                      later or the type's settings change; acceptors watch it
 //	(P, 4, type)                          int64 LE, atomic add: bumped by every change to a job of
 //	                                      the type; the monitor watches it, and Wait when it does
 //	                                      not watch the records (see Waiting)
@@ -103,10 +107,10 @@
 //	                                      monitor deletes claims older than ClaimTTL
 //	(P, 10)                               int64 LE, atomic add: bumped when a type is registered or
 //	                                      its settings change; an idle monitor watches it
-//	(P, 11, type, sched_ms, -priority, id)
+//	(P, 11, type, sched_ms, -priority, key, shard, id)
 //	                                      scheduled index: pending jobs that were not due when
-//	                                      indexed, earliest first, then highest priority; the value
-//	                                      as in the ready index
+//	                                      indexed, earliest first, then highest priority, and the zone
+//	                                      each goes to when due; the value as in the ready index
 //	(P, 12, type, timeout_ms, read_version, id)
 //	                                      token (8 bytes) of the renewal's stamp: running jobs by the
 //	                                      activity timeout their last renewal (Accept, Heartbeat) gave
@@ -115,10 +119,24 @@
 //	(P, 13, type, read_version, token)    versionstamp of a renewing transaction's commit (versionstamped
 //	                                      value), read by the monitor alone, which clears those older
 //	                                      than every running job's entry
-//	(P, 14)                               uint64 LE: the store's layout version (Layout), written by
-//	                                      the first CheckLayout; a store without it is in layout 1.
-//	                                      A version that changes the model raises it, and one that
-//	                                      meets a layout it does not know refuses the store (ErrLayout)
+//	(P, 14)                               uint64 LE: the store's layout version (Layout, now 2), written
+//	                                      by the first CheckLayout; a store with types and without it is
+//	                                      in layout 1, which CheckLayout migrates (Migrate). A version
+//	                                      that changes the model raises it, and one that meets a layout
+//	                                      it does not know refuses the store (ErrLayout)
+//	(P, 15, type, key, shard)             "" the zone marks: the zones with ready jobs, which acceptors
+//	                                      choose from. An add to the ready index writes the zone's mark
+//	                                      when it is absent (read with a conflict), and bumps (P, 3);
+//	                                      an accept that finds a zone empty clears its mark, with a read
+//	                                      conflict on the zone's range, so that a zone with ready jobs
+//	                                      always has its mark (the simulation checks it at every run)
+//	(P, 16, type, key, shard)             int64 LE, atomic add: the running jobs of a fairness key, by
+//	                                      the shard of their zone, read by summing (P, 16, type, key)
+//	                                      with a conflict by an accept of a key with MaxRunning. Jobs
+//	                                      without a key are not counted
+//	(P, 17, type, key)                    16 bytes: a key's rate window (its start, ms LE, and the jobs
+//	                                      started in it, LE), read with a conflict and written by an
+//	                                      accept of a key with MaxStarts
 //
 // Every state change goes through one function that rewrites the record
 // and moves its index entry and counters together, so the indexes never
@@ -132,6 +150,55 @@
 // they wrote is used as it is, with no migration. They must not run
 // alongside this one, though: they know nothing of the scheduled index,
 // and would leave its entry behind when they change a job indexed there.
+//
+// # Fairness
+//
+// A job may carry a fairness key (NewJob.Key): a tenant, a customer, a
+// group. The pending jobs of a type wait in zones: a zone is a key and a
+// shard of it, the hash of the job's id modulo the key's zone count
+// (TypeSettings.Zones, a key's KeyPolicy.Zones; DefaultZones is 1) when
+// the job was added. An accept chooses up to 8 zones of different keys at
+// random, each key with probability in proportion to its weight
+// (KeyPolicy.Weight), from the zone marks (P, 15) as last read by the
+// Queue (read again when the type's watch key has moved, at most every
+// 2 ms while the zones known give jobs, and at once before an accept
+// concludes there is nothing). It gives each chosen key a share of its
+// batch in proportion to the key's weight and takes the first entries of
+// the key's zone, then more from the zones that had more. So the keys
+// with ready jobs share the type's accepts by weight, and a key with one
+// job among keys with a backlog waits for the next accept.
+//
+// What a user can rely on:
+//   - Within a zone, order is as without zones: higher priority first,
+//     then earlier scheduled time (a random choice among equal ones, as
+//     before; see Accept and contention). A key whose jobs are in one zone
+//     (the default, or KeyPolicy.Zones 1) keeps that order across all its
+//     jobs; a key spread over zones keeps it within each.
+//   - Across keys, and across the zones of a key, there is no order:
+//     fairness decides. A job of high priority of one key does not pass
+//     the jobs of another.
+//   - MaxRunning of a key (or of the type) is never passed at any commit,
+//     across processes and crashes: the accept reads the running count
+//     with a conflict, and every way out of running (finish, fail,
+//     cancel, remove, the monitor's recycle) lowers it in its own
+//     transaction. A bound lowered while more jobs run holds new starts
+//     until the count is under it.
+//   - MaxStarts per Per is counted in the store by every accept, in windows
+//     that begin at the first start after the last one ended, by the clock
+//     of the accepting process: clocks that disagree by d move a window's
+//     edges by up to d.
+//   - MaxRunning 1 with Zones 1 is a sequence: the key's jobs run one at a
+//     time, in priority and then scheduled order, across every process. A
+//     job that fails and is retried later is scheduled after its retry
+//     delay, so jobs after it may run first.
+//
+// An accept that finds nothing it can take waits on the type's watch key,
+// on the running counts of the keys that their bounds hold back (it wakes
+// when one ends), on the end of a rate window, and, when it saw jobs it
+// could not take for another reason (after its MaxScheduledAt, or
+// unreadable), on the type's change key. The jobs without a key have no
+// per-key bound; the type's MaxRunning bounds every job, and makes every
+// accept of the type conflict with every start and end of its jobs.
 //
 // # Stale detection
 //
@@ -226,7 +293,8 @@
 // # Accept and contention
 //
 // An acceptor snapshot-reads (no read conflicts) the first Window entries
-// of the ready index and the first max(Window, DefaultWindow) entries of
+// of the zones it chose (see Fairness; one, for a type whose jobs carry no
+// key) and the first max(Window, DefaultWindow) entries of
 // the scheduled index that are due (or, with a MaxScheduledAt after now,
 // scheduled by it): two range reads of a bounded number of keys, however
 // many priorities and scheduled times the type's jobs have, and a third of
@@ -273,7 +341,7 @@
 // a job stays pending.
 //
 // With nothing due, Accept watches the type's watch key in the same
-// transaction and, when MaxScheduledAt is zero (the bound is now, and
+// transaction (and what Fairness lists) and, when MaxScheduledAt is zero (the bound is now, and
 // moves), sets a timer for the earliest job not yet due. A bound that is
 // set does not move, so nothing after it can become acceptable: such an
 // accept waits for the watch key alone. No wait polls: while nothing

@@ -24,3 +24,11 @@ func (q *Queue) ClaimCount(ctx context.Context) (int, error) {
 	})
 	return len(kvs), err
 }
+
+// SetMaxZoneScan sets how many zone marks one read of a zone index takes,
+// until the returned func puts it back.
+func SetMaxZoneScan(n int) func() {
+	was := maxZoneScan
+	maxZoneScan = n
+	return func() { maxZoneScan = was }
+}

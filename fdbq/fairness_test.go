@@ -11,6 +11,7 @@ import (
 
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/kv/kvtest"
+	"github.com/jobstage/jobstage/kv/tuple"
 )
 
 // limitedQueue is a queue whose type "email" has settings s.
@@ -359,5 +360,96 @@ func TestKeyMaxRunningAcrossZonesAndAcceptors(t *testing.T) {
 		if err := q.Cancel(context.Background(), q.DB(), "email", page.Jobs[0].ID); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// Remove of a running job whose record does not decode, but whose header
+// does, releases its key's running count: the key's other jobs start.
+func TestRemoveUnreadableRunningReleasesKey(t *testing.T) {
+	s := fdbq.DefaultTypeSettings()
+	s.KeyDefault = fdbq.KeyPolicy{MaxRunning: 1}
+	q, _ := limitedQueue(t, s)
+	ctx := context.Background()
+	addKeyed(t, q, "a", 2)
+	ls := acceptNoWait(t, q, fdbq.AcceptOptions{})
+	if len(ls) != 1 {
+		t.Fatalf("accepted %v", leaseIDsOf(ls))
+	}
+	key := unRoot.MustPack(tuple.Tuple{1, "email", ls[0].ID})
+	raw := getKey(t, q.DB(), key)
+	// The header intact, the rest cut short.
+	unPlant(t, q.DB(), key, append(raw[:len(raw)-3:len(raw)-3], 0xff))
+	if _, err := q.Get(ctx, q.DB(), "email", ls[0].ID); !errors.Is(err, fdbq.ErrCorrupt) {
+		t.Fatalf("get of the spoilt record: %v", err)
+	}
+	if err := q.Remove(ctx, q.DB(), "email", ls[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if more := acceptNoWait(t, q, fdbq.AcceptOptions{}); len(more) != 1 {
+		t.Fatalf("after the remove: accepted %v, want the key's other job", leaseIDsOf(more))
+	}
+}
+
+// A type with more zones with ready jobs than one read of the zone index
+// takes is read a part at a time, and an accept that finds nothing in one
+// part reads the next: no zone is hidden behind the part read last.
+func TestManyZonesReadInParts(t *testing.T) {
+	defer fdbq.SetMaxZoneScan(64)()
+	for _, n := range []int{64, 65, 300} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			q, c := limitedQueue(t, fdbq.DefaultTypeSettings())
+			ctx := context.Background()
+			var jobs []fdbq.NewJob
+			for i := range n {
+				jobs = append(jobs, fdbq.NewJob{Type: "email", ID: fmt.Sprintf("j%05d", i), Key: fmt.Sprintf("k%05d", i)})
+			}
+			for len(jobs) > 0 {
+				b := jobs[:min(len(jobs), 1000)]
+				if _, err := q.AddBatch(ctx, q.DB(), b); err != nil {
+					t.Fatal(err)
+				}
+				jobs = jobs[len(b):]
+			}
+			taken := 0
+			for taken < n {
+				ls, err := q.Accept(ctx, "email", fdbq.AcceptOptions{Max: 256, Timeout: 10 * time.Second})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(ls) == 0 {
+					t.Fatalf("an accept found nothing after %d of %d jobs", taken, n)
+				}
+				taken += len(ls)
+				c.Advance(3 * time.Millisecond)
+			}
+		})
+	}
+}
+
+// An accept that meets more zones than it reads in one transaction whose
+// jobs it cannot take (after its MaxScheduledAt) reads them all once,
+// then waits: it does not poll.
+func TestManyBlindZonesDoNotPoll(t *testing.T) {
+	q, c := limitedQueue(t, fdbq.DefaultTypeSettings())
+	for i := range 40 {
+		addJob(t, q, fdbq.NewJob{ID: fmt.Sprintf("j%02d", i), Key: fmt.Sprintf("k%02d", i)})
+	}
+	hq, hb := hookedQueue(q, c.Now)
+	commits := signalCommits(hb)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	res := acceptInBackground(ctx, hq, "email", fdbq.AcceptOptions{Timeout: -1, MaxScheduledAt: c.Now().Add(-time.Hour)})
+	// 40 zones, 8 a transaction: 5 rounds, then a wait.
+	for range 5 {
+		if err := recvWithin(t, commits, "a round of the accept"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	quietTransactions(t, hq.DB(), "an accept that read every zone it cannot take from")
+	notReturned(t, res, "the accept")
+	addJob(t, q, fdbq.NewJob{ID: "early", Key: "k07", ScheduledAt: c.Now().Add(-2 * time.Hour)})
+	out := recvWithin(t, res, "the accept woken by a job it can take")
+	if out.err != nil || len(out.leases) != 1 || out.leases[0].ID != "early" {
+		t.Fatalf("woken accept: %v %v", leaseIDsOf(out.leases), out.err)
 	}
 }

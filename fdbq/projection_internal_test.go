@@ -26,6 +26,9 @@ import (
 //
 //	JOBSTAGE_PROJECTION_JOBS=100000 go test -run TestProjectionOneType -v ./fdbq/
 //
+// JOBSTAGE_PROJECTION_ZONES sets the type's Zones, and
+// JOBSTAGE_PROJECTION_TENANTS=N gives the jobs N fairness keys in turn.
+//
 // projects 100,000 jobs in windows of 10,000 (by default 2,000 in
 // windows of 250). The DB writes commit markers, as it does on
 // FoundationDB; the second table leaves them out, for the jobs layer's
@@ -62,6 +65,14 @@ func TestProjectionOneType(t *testing.T) {
 		}
 		s.Zones = n
 	}
+	tenants := 0
+	if v := os.Getenv("JOBSTAGE_PROJECTION_TENANTS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("JOBSTAGE_PROJECTION_TENANTS=%q: want a number of fairness keys", v)
+		}
+		tenants = n
+	}
 	if err := q.SetType(ctx, db, typ, s); err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +90,7 @@ func TestProjectionOneType(t *testing.T) {
 	start := time.Now()
 	for done := 0; done < jobs; done += window {
 		n := min(window, jobs-done)
-		runCycles(t, q, typ, n)
+		runCycles(t, q, typ, n, tenants)
 		txns := tr.Take()
 		// Two heartbeats and the finish are each a transaction of one
 		// job's, whatever the layout.
@@ -142,7 +153,7 @@ func checkProjection(t *testing.T, r kvtest.ProjectionReport) {
 // runCycles adds n jobs of typ, 100 to an AddBatch, while four workers
 // accept up to 100 at a time (a producer's default batch), heartbeat each
 // job twice and finish it, until all n are finished.
-func runCycles(t *testing.T, q *Queue, typ string, n int) {
+func runCycles(t *testing.T, q *Queue, typ string, n, tenants int) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -165,6 +176,9 @@ func runCycles(t *testing.T, q *Queue, typ string, n int) {
 			js := make([]NewJob, min(batch, n-added))
 			for i := range js {
 				js[i] = NewJob{Type: typ, Data: data}
+				if tenants > 0 {
+					js[i].Key = fmt.Sprintf("tenant-%d", (added+i)%tenants)
+				}
 			}
 			if _, err := q.AddBatch(ctx, q.DB(), js); err != nil {
 				fail(fmt.Errorf("add: %w", err))

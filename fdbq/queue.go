@@ -174,8 +174,13 @@ func (q *Queue) putFrom(tx kv.Tx, typ, id string, old, rec *record, from []byte)
 		z := rec.zone()
 		if rec.ScheduledAt <= q.nowMs() {
 			tx.Set(q.k.pending(typ, z, rec.Priority, rec.ScheduledAt, id), copyOf)
-			if err := q.markZone(tx, typ, z); err != nil {
-				return err
+			if !rec.marked[z] {
+				if err := q.markZone(tx, typ, z); err != nil {
+					return err
+				}
+				if rec.marked != nil {
+					rec.marked[z] = true
+				}
 			}
 		} else {
 			tx.Set(q.k.scheduled(typ, z, rec.Priority, rec.ScheduledAt, id), copyOf)

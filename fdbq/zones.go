@@ -11,8 +11,9 @@ import (
 
 // maxZoneScan bounds the zone marks one read of a type's zone index takes.
 // A type with more zones with ready jobs is read a part at a time, each
-// read beginning where the last ended (typeZones.cursor).
-const maxZoneScan = 4096
+// read beginning where the last ended (typeZones.cursor). A variable for
+// tests.
+var maxZoneScan = 4096
 
 // maxZoneTries bounds the zones one accept transaction reads.
 const maxZoneTries = 8
@@ -44,9 +45,11 @@ type typeZones struct {
 	keys []string         // the fairness keys with marked zones
 	cum  []int            // cumulative weights of keys
 	of   map[string][]int // the marked shards of each key
-	// cursor, when the index held more than maxZoneScan marks, is the
-	// last one read, after which the next read begins.
-	cursor []byte
+	// partial: the index held more marks than one read takes, and this
+	// is a part of it: the next read takes the next part, from after
+	// cursor (nil: from the beginning again), and no part is current.
+	partial bool
+	cursor  []byte
 }
 
 // zoneCache holds each type's typeZones.
@@ -90,25 +93,27 @@ func last(cum []int) int {
 }
 
 // zonesOf returns what the accept knows of typ's zones with ready jobs,
-// and whether it is current: read at the watch key's value in snap. It
-// reads the zone index again (without conflicts) when the watch key moved
-// since the cached read, unless that read has zones to offer, is younger
-// than zoneRefreshGap and fresh does not ask for a read.
+// and whether it is current: the whole index, read at the watch key's
+// value in snap. It reads the zone index again (without conflicts) when
+// the watch key moved since the cached read, unless that read has zones
+// to offer, is younger than zoneRefreshGap and fresh does not ask for a
+// read; and it reads the next part of an index too large for one read.
 func (q *Queue) zonesOf(snap kv.ReadTx, typ string, s TypeSettings, fresh bool) (*typeZones, bool, error) {
 	ver, err := snap.Get(q.k.watch(typ))
 	if err != nil {
 		return nil, false, err
 	}
 	tz := q.zones.get(typ)
-	if tz != nil && bytes.Equal(tz.ver, ver) && tz.cursor == nil {
+	if tz != nil && bytes.Equal(tz.ver, ver) && !tz.partial {
 		return tz, true, nil
 	}
 	if tz != nil && !fresh && len(tz.keys) > 0 && q.now().Sub(tz.at) < zoneRefreshGap {
 		return tz, false, nil
 	}
 	r := q.k.zonesType(typ).Range()
-	if tz != nil && tz.cursor != nil && bytes.Equal(tz.ver, ver) {
-		r.Begin = kv.KeyAfter(tz.cursor)
+	fromStart := true
+	if tz != nil && tz.partial && tz.cursor != nil {
+		r.Begin, fromStart = kv.KeyAfter(tz.cursor), false
 	}
 	kvs, err := snap.GetRange(r, kv.RangeOptions{Limit: maxZoneScan})
 	if err != nil {
@@ -127,10 +132,12 @@ func (q *Queue) zonesOf(snap kv.ReadTx, typ string, s TypeSettings, fresh bool) 
 		n.of[z.key] = append(n.of[z.key], z.shard)
 	}
 	if len(kvs) == maxZoneScan {
-		n.cursor = kvs[len(kvs)-1].Key
+		n.partial, n.cursor = true, kvs[len(kvs)-1].Key
+	} else if !fromStart {
+		n.partial = true // the last part: the next read begins again
 	}
 	q.zones.set(typ, n)
-	return n, n.cursor == nil, nil
+	return n, !n.partial, nil
 }
 
 // choose picks a zone of tz at random: a key with probability in
