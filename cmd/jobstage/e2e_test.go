@@ -666,7 +666,8 @@ func TestServeRefusesAnotherLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, errOut, code := jobstage(t, "", "serve", "--config", cfg)
-	if code != 1 || !strings.Contains(errOut, "the store is in layout 2, written by a newer version of jobstage; this one reads layout 1") {
-		t.Fatalf("serve of a layout-2 store: exit %d: %s", code, errOut)
+	want := fmt.Sprintf("the store is in layout %d, written by a newer version of jobstage; this one reads layout %d", fdbq.Layout+1, fdbq.Layout)
+	if code != 1 || !strings.Contains(errOut, want) {
+		t.Fatalf("serve of a layout-%d store: exit %d: %s", fdbq.Layout+1, code, errOut)
 	}
 }
