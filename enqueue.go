@@ -24,6 +24,8 @@ type EnqueueOptions struct {
 	Priority int
 	// MaxAttempts overrides the kind's retry policy's attempts when not 0.
 	MaxAttempts int
+	// Key is the jobs' fairness key (fdbq.NewJob.Key); empty: none.
+	Key string
 }
 
 // Enqueue adds a job of args's kind, with args as its JSON data, in a
@@ -68,7 +70,7 @@ func EnqueueManyTx[T Args](ctx context.Context, tr kv.Transactor, c *Client, arg
 		if err != nil {
 			return nil, fmt.Errorf("jobstage: encode the args of a %s job: %w", kind, err)
 		}
-		jobs[i] = fdbq.NewJob{Type: kind, ID: o.ID, Data: data, ScheduledAt: o.At, Priority: d.Priority, MaxAttempts: o.MaxAttempts}
+		jobs[i] = fdbq.NewJob{Type: kind, ID: o.ID, Data: data, ScheduledAt: o.At, Priority: d.Priority, Key: o.Key, MaxAttempts: o.MaxAttempts}
 		if o.Priority != 0 {
 			jobs[i].Priority = o.Priority
 		}

@@ -88,6 +88,12 @@ type Defaults struct {
 	// Timeout bounds each attempt of a handler (WorkOptions.Timeout
 	// overrides it); 0: none; negative is refused.
 	Timeout time.Duration
+	// Zones, MaxRunning, Keys and KeyDefault are the kind's fairness
+	// settings (fdbq.TypeSettings); zero: fdbq's defaults.
+	Zones      int
+	MaxRunning int
+	Keys       map[string]fdbq.KeyPolicy
+	KeyDefault fdbq.KeyPolicy
 }
 
 // Config configures Open. With neither Dir nor ClusterFile, the store is
@@ -332,5 +338,6 @@ func (d Defaults) settings() (fdbq.TypeSettings, error) {
 	case d.Retention > 0:
 		s.Retention = d.Retention
 	}
+	s.Zones, s.MaxRunning, s.Keys, s.KeyDefault = d.Zones, d.MaxRunning, d.Keys, d.KeyDefault
 	return s, s.Validate()
 }

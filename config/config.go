@@ -62,6 +62,36 @@ type Type struct {
 	Retention time.Duration `yaml:"retention"`
 	// Paused types are not accepted by workers; adds still work.
 	Paused bool `yaml:"paused"`
+	// Zones is how many zones the jobs of one fairness key are spread
+	// over (0: fdbq.DefaultZones).
+	Zones int `yaml:"zones"`
+	// MaxRunning bounds the type's running jobs across every process
+	// (0: no bound).
+	MaxRunning int `yaml:"max_running"`
+	// Keys are the policies of named fairness keys; KeyDefault is every
+	// other key's, and gives the weight of the jobs without a key.
+	Keys       map[string]KeyPolicy `yaml:"keys"`
+	KeyDefault KeyPolicy            `yaml:"key_default"`
+}
+
+// KeyPolicy is how the jobs of one fairness key share a type
+// (fdbq.KeyPolicy).
+type KeyPolicy struct {
+	// Weight is the key's share of accepts among the keys with ready jobs
+	// (0: 1).
+	Weight int `yaml:"weight"`
+	// MaxRunning bounds the key's running jobs (0: no bound).
+	MaxRunning int `yaml:"max_running"`
+	// MaxStarts jobs of the key start in each Per (0: no bound).
+	MaxStarts int           `yaml:"max_starts"`
+	Per       time.Duration `yaml:"per"`
+	// Zones overrides the type's Zones for the key (0: the type's).
+	Zones int `yaml:"zones"`
+}
+
+// Policy returns p as the jobs layer's key policy.
+func (p KeyPolicy) Policy() fdbq.KeyPolicy {
+	return fdbq.KeyPolicy{Weight: p.Weight, MaxRunning: p.MaxRunning, MaxStarts: p.MaxStarts, Per: p.Per, Zones: p.Zones}
 }
 
 // Settings returns t as the jobs layer's settings.
@@ -71,7 +101,23 @@ func (t Type) Settings() fdbq.TypeSettings {
 		Retry:           t.Retry.Policy(),
 		Paused:          t.Paused,
 		Retention:       t.Retention,
+		Zones:           t.Zones,
+		MaxRunning:      t.MaxRunning,
+		Keys:            keyPolicies(t.Keys),
+		KeyDefault:      t.KeyDefault.Policy(),
 	}
+}
+
+// keyPolicies returns m as the jobs layer's key policies; nil for nil.
+func keyPolicies(m map[string]KeyPolicy) map[string]fdbq.KeyPolicy {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]fdbq.KeyPolicy, len(m))
+	for k, p := range m {
+		out[k] = p.Policy()
+	}
+	return out
 }
 
 // Retry is a type's retry policy.

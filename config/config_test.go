@@ -131,6 +131,38 @@ types:
 	}
 }
 
+func TestFairnessSettings(t *testing.T) {
+	c := mustParse(t, `
+types:
+  t:
+    zones: 4
+    max_running: 100
+    keys:
+      acme: {weight: 3, max_running: 10, max_starts: 50, per: 1m, zones: 8}
+      "tenant/7": {}
+    key_default: {weight: 2, max_running: 5}
+`, map[string]string{
+		"JOBSTAGE_TYPES__T__KEYS__ACME__MAX_RUNNING": "12",
+		"JOBSTAGE_TYPES__T__KEY_DEFAULT__PER":        "30s",
+		"JOBSTAGE_TYPES__T__KEY_DEFAULT__MAX_STARTS": "9",
+	})
+	want := fdbq.DefaultTypeSettings()
+	want.Zones = 4
+	want.MaxRunning = 100
+	want.Keys = map[string]fdbq.KeyPolicy{
+		"acme":     {Weight: 3, MaxRunning: 12, MaxStarts: 50, Per: time.Minute, Zones: 8},
+		"tenant/7": {},
+	}
+	want.KeyDefault = fdbq.KeyPolicy{Weight: 2, MaxRunning: 5, MaxStarts: 9, Per: 30 * time.Second}
+	got := c.Types["t"].Settings()
+	if !got.Equal(want) {
+		t.Errorf("Settings = %+v, want %+v", got, want)
+	}
+	if err := got.Validate(); err != nil {
+		t.Error(err)
+	}
+}
+
 const overridable = `
 types:
   send-email: {retry: {max_attempts: 3}}

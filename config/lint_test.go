@@ -36,6 +36,20 @@ var lintCases = []struct {
 		},
 	},
 	{
+		name: "fairness settings",
+		src: "types:\n  t:\n    zones: 300\n    max_running: -1\n    keys:\n      acme: {weight: 2000, max_starts: 5}\n" +
+			"      \"a\\x01\": {zones: 1}\n      ok: {max_starts: 3, per: 1m}\n    key_default: {max_running: x, max_starts: 2, per: 0.5ms}\n",
+		want: []string{
+			"f.yaml:3:12: types.t.zones: zones 300 is out of range (0 to 256)",
+			"f.yaml:4:18: types.t.max_running: max_running -1 is out of range (0 to 2147483647)",
+			"f.yaml:6:7: types.t.keys.acme.per: max_starts 5 needs a period (per) of at least 1ms, not 0s",
+			"f.yaml:6:22: types.t.keys.acme.weight: weight 2000 is out of range (0 to 1000)",
+			"f.yaml:7:7: types.t.keys.a\x01: fairness key \"a\\x01\" has a control character at byte 1",
+			"f.yaml:9:32: types.t.key_default.max_running: expected an integer, got \"x\"",
+			"f.yaml:9:55: types.t.key_default.per: max_starts 2 needs a period (per) of at least 1ms, not 500µs",
+		},
+	},
+	{
 		name: "two documents",
 		src:  "store: {}\n---\nhttp: {}\n",
 		want: []string{"f.yaml:2:1: only one YAML document is allowed"},

@@ -125,6 +125,12 @@ var schema = object("", "",
 		),
 		leaf("retention", "How long finished jobs are kept; 0 keeps them forever.").
 			byDefault(dur(fdbq.DefaultRetention)),
+		leaf("zones", "How many zones the jobs of one fairness key are spread over, by a hash of their ids; priority and order hold within a zone. 0: "+num(fdbq.DefaultZones)+". At most "+num(fdbq.MaxZones)+". A change applies to jobs added from then on.").
+			byDefault("0"),
+		leaf("max_running", "Bound on the type's running jobs across every process; 0: none.").
+			byDefault("0"),
+		keyPolicy(object("keys", "Policies of named fairness keys (a job's `key`), by key. A key is 1 to "+num(fdbq.MaxKeySize)+" bytes of UTF-8 without control characters; at most "+num(fdbq.MaxKeyPolicies)+" policies.")),
+		keyPolicy(object("key_default", "The policy of every key not under `keys`; its `weight` is also that of the jobs without a key.")),
 		leaf("paused", "Paused types are not handed to workers; jobs can still be added and nothing is lost. true pauses the type at start; false leaves a pause made at run time (`jobstage pause`) in place until `jobstage resume`. The type's other settings are applied at every start.").
 			byDefault("false"),
 	),
@@ -197,6 +203,23 @@ var schema = object("", "",
 			byDefault("text").oneOf("text", "json"),
 	),
 )
+
+// keyPolicy gives f the keys of a fairness key's policy (KeyPolicy).
+func keyPolicy(f *field) *field {
+	f.fields = []*field{
+		leaf("weight", "The key's share of accepts among the keys with ready jobs: a key of weight 2 is chosen twice as often as one of 1. 0: 1. At most "+num(fdbq.MaxKeyWeight)+".").
+			byDefault("0"),
+		leaf("max_running", "Bound on the key's running jobs across every process; 0: none.").
+			byDefault("0"),
+		leaf("max_starts", "Jobs of the key that start in each `per`; 0: no bound. Needs `per`.").
+			byDefault("0"),
+		leaf("per", "The window of `max_starts`, at least 1ms when `max_starts` is set.").
+			byDefault("0s"),
+		leaf("zones", "Overrides the type's `zones` for the key; 0: the type's. At most "+num(fdbq.MaxZones)+".").
+			byDefault("0"),
+	}
+	return f
+}
 
 func init() {
 	bind(schema, reflect.TypeFor[Config]())

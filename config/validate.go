@@ -137,6 +137,40 @@ func (d *decoder) validateType(name string, t Type) {
 	s = def
 	s.Retry.Backoff = fdbq.Backoff(t.Retry.Backoff)
 	check(s, "retry", "backoff")
+	s = def
+	s.Zones = t.Zones
+	check(s, "zones")
+	s = def
+	s.MaxRunning = t.MaxRunning
+	check(s, "max_running")
+	checkPolicy := func(p KeyPolicy, path ...string) {
+		set := func(f func(*fdbq.KeyPolicy)) fdbq.TypeSettings {
+			s := def
+			f(&s.KeyDefault)
+			return s
+		}
+		sub := func(k string) []string { return append(slices.Clone(path), k) }
+		check(set(func(q *fdbq.KeyPolicy) { q.Weight = p.Weight }), sub("weight")...)
+		check(set(func(q *fdbq.KeyPolicy) { q.MaxRunning = p.MaxRunning }), sub("max_running")...)
+		check(set(func(q *fdbq.KeyPolicy) { q.Zones = p.Zones }), sub("zones")...)
+		// max_starts alone, then with its window, reported at per.
+		check(set(func(q *fdbq.KeyPolicy) { q.MaxStarts, q.Per = p.MaxStarts, time.Second }), sub("max_starts")...)
+		if d.fine(append([]string{"types", name}, sub("max_starts")...)...) && (fdbq.KeyPolicy{MaxStarts: p.MaxStarts, Per: time.Second}).Validate() == nil {
+			check(set(func(q *fdbq.KeyPolicy) { q.MaxStarts, q.Per = p.MaxStarts, p.Per }), sub("per")...)
+		}
+	}
+	checkPolicy(t.KeyDefault, "key_default")
+	if len(t.Keys) > fdbq.MaxKeyPolicies {
+		ok = false
+		d.at(fmt.Sprintf("%d key policies, more than %d", len(t.Keys), fdbq.MaxKeyPolicies), "types", name, "keys")
+	}
+	for _, k := range slices.Sorted(maps.Keys(t.Keys)) {
+		if err := fdbq.ValidateKey(k); err != nil {
+			ok = false
+			d.at(fdbqMessage(err), "types", name, "keys", k)
+		}
+		checkPolicy(t.Keys[k], "keys", k)
+	}
 	if ok {
 		if err := t.Settings().Validate(); err != nil {
 			d.at(fdbqMessage(err), "types", name)

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf16"
@@ -45,6 +47,7 @@ type newJobBody struct {
 	Data        json.RawMessage `json:"data"`
 	ScheduledAt string          `json:"scheduled_at"`
 	Priority    int             `json:"priority"`
+	Key         bodyID          `json:"key"`
 	MaxAttempts int             `json:"max_attempts"`
 }
 
@@ -89,7 +92,15 @@ func decodeEnqueue(r io.Reader, typ string) (jobs []fdbq.NewJob, batch bool, err
 				return nil, batch, nameInvalid(where+"id", err)
 			}
 		}
-		j := fdbq.NewJob{Type: typ, ID: b.ID.id, Data: b.Data, Priority: b.Priority, MaxAttempts: b.MaxAttempts}
+		if b.Key.problem != "" {
+			return nil, batch, invalid("%skey: fairness key %s", where, b.Key.problem)
+		}
+		if b.Key.id != "" {
+			if err := fdbq.ValidateKey(b.Key.id); err != nil {
+				return nil, batch, nameInvalid(where+"key", err)
+			}
+		}
+		j := fdbq.NewJob{Type: typ, ID: b.ID.id, Data: b.Data, Priority: b.Priority, Key: b.Key.id, MaxAttempts: b.MaxAttempts}
 		if b.ScheduledAt != "" {
 			t, err := time.Parse(time.RFC3339Nano, b.ScheduledAt)
 			if err != nil {
@@ -105,7 +116,7 @@ func decodeEnqueue(r io.Reader, typ string) (jobs []fdbq.NewJob, batch bool, err
 	return jobs, batch, nil
 }
 
-// bodyID is the id of an enqueue body. encoding/json decodes a byte that
+// bodyID is the id, or the fairness key, of an enqueue body. encoding/json decodes a byte that
 // is not UTF-8, and a \u escape of half a surrogate pair, as U+FFFD: the
 // job would be stored under an id other than the one sent, which the
 // client could not name. UnmarshalJSON keeps the decoded id and notes such
@@ -266,6 +277,40 @@ type settingsBody struct {
 	Retry           retryBody `json:"retry"`
 	Paused          bool      `json:"paused"`
 	Retention       string    `json:"retention"`
+	Zones           int       `json:"zones"`
+	MaxRunning      int       `json:"max_running"`
+	// Keys, when given (not null), replaces every key policy.
+	Keys       map[string]keyPolicyBody `json:"keys"`
+	KeyDefault keyPolicyBody            `json:"key_default"`
+}
+
+type keyPolicyBody struct {
+	Weight     int    `json:"weight"`
+	MaxRunning int    `json:"max_running"`
+	MaxStarts  int    `json:"max_starts"`
+	Per        string `json:"per"`
+	Zones      int    `json:"zones"`
+}
+
+func toKeyPolicyBody(p fdbq.KeyPolicy) keyPolicyBody {
+	return keyPolicyBody{Weight: p.Weight, MaxRunning: p.MaxRunning, MaxStarts: p.MaxStarts, Per: p.Per.String(), Zones: p.Zones}
+}
+
+// policy returns b as fdbq's key policy, checked; field names where b is
+// in the body.
+func (b keyPolicyBody) policy(field string) (fdbq.KeyPolicy, error) {
+	p := fdbq.KeyPolicy{Weight: b.Weight, MaxRunning: b.MaxRunning, MaxStarts: b.MaxStarts, Zones: b.Zones}
+	if b.Per != "" {
+		d, err := time.ParseDuration(b.Per)
+		if err != nil {
+			return p, invalid("%s.per: %q is not a duration such as \"30s\"", field, b.Per)
+		}
+		p.Per = d
+	}
+	if err := p.Validate(); err != nil {
+		return p, invalid("%s: %s", field, fdbqDetail(err))
+	}
+	return p, nil
 }
 
 type retryBody struct {
@@ -284,15 +329,39 @@ func decodeSettings(r io.Reader, base fdbq.TypeSettings) (fdbq.TypeSettings, err
 			MaxAttempts: base.Retry.MaxAttempts, Backoff: string(base.Retry.Backoff),
 			Base: base.Retry.Base.String(), Max: base.Retry.Max.String(),
 		},
-		Paused:    base.Paused,
-		Retention: base.Retention.String(),
+		Paused:     base.Paused,
+		Retention:  base.Retention.String(),
+		Zones:      base.Zones,
+		MaxRunning: base.MaxRunning,
+		KeyDefault: toKeyPolicyBody(base.KeyDefault),
 	}
 	if err := decodeOptional(r, &b); err != nil {
 		return base, err
 	}
 	s := fdbq.TypeSettings{
-		Paused: b.Paused,
-		Retry:  fdbq.RetryPolicy{MaxAttempts: b.Retry.MaxAttempts, Backoff: fdbq.Backoff(b.Retry.Backoff)},
+		Paused:     b.Paused,
+		Retry:      fdbq.RetryPolicy{MaxAttempts: b.Retry.MaxAttempts, Backoff: fdbq.Backoff(b.Retry.Backoff)},
+		Zones:      b.Zones,
+		MaxRunning: b.MaxRunning,
+		Keys:       maps.Clone(base.Keys),
+	}
+	var err error
+	if s.KeyDefault, err = b.KeyDefault.policy("key_default"); err != nil {
+		return base, err
+	}
+	if b.Keys != nil {
+		if len(b.Keys) > fdbq.MaxKeyPolicies {
+			return base, invalid("keys: %d key policies, more than %d", len(b.Keys), fdbq.MaxKeyPolicies)
+		}
+		s.Keys = make(map[string]fdbq.KeyPolicy, len(b.Keys))
+		for _, k := range slices.Sorted(maps.Keys(b.Keys)) {
+			if err := fdbq.ValidateKey(k); err != nil {
+				return base, nameInvalid("keys", err)
+			}
+			if s.Keys[k], err = b.Keys[k].policy(fmt.Sprintf("keys[%q]", k)); err != nil {
+				return base, err
+			}
+		}
 	}
 	for _, f := range []struct {
 		name string

@@ -43,6 +43,7 @@ func FuzzDecodeEnqueue(f *testing.F) {
 		`[{"data":1},{"id":"b"}]`, `[]`, `[{}`, `{"data":}`, `{"priority":1e99}`, `{"scheduled_at":"2030-13-45T99:00:00Z"}`,
 		`null`, `[null]`, `"x"`, ` `, `{"id":"a"} x`, `{"data":"\ud800"}`, `[[{}]]`,
 		`{"id":"\ud800"}`, `{"id":"\ud83d\ude42"}`, "{\"id\":\"\xff\"}", `{"id":"\ufffd"}`, `{"id":"a\u0001"}`, `[{"id":"\u0085"}]`,
+		`{"key":"tenant-7"}`, `{"key":""}`, `{"key":"a\u0001"}`, `{"key":"\ud800"}`, "{\"key\":\"\xff\"}", `[{"key":"a"},{"key":7}]`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -62,9 +63,13 @@ func FuzzDecodeEnqueue(f *testing.F) {
 			if j.ID != "" && fdbq.ValidateID(j.ID) != nil {
 				t.Fatalf("body %q decoded to id %q, which fdbq refuses", body, j.ID)
 			}
-			// A U+FFFD in an id was sent as one, not made by the decoder.
-			if strings.ContainsRune(j.ID, utf8.RuneError) && !bytes.Contains(body, []byte("\uFFFD")) && !bytes.Contains(bytes.ToLower(body), []byte(`\ufffd`)) {
-				t.Fatalf("body %q decoded to id %q: the decoder replaced something", body, j.ID)
+			if j.Key != "" && fdbq.ValidateKey(j.Key) != nil {
+				t.Fatalf("body %q decoded to key %q, which fdbq refuses", body, j.Key)
+			}
+			// A U+FFFD in an id or a key was sent as one, not made by the
+			// decoder.
+			if strings.ContainsRune(j.ID+j.Key, utf8.RuneError) && !bytes.Contains(body, []byte("\uFFFD")) && !bytes.Contains(bytes.ToLower(body), []byte(`\ufffd`)) {
+				t.Fatalf("body %q decoded to id %q, key %q: the decoder replaced something", body, j.ID, j.Key)
 			}
 		}
 	})
@@ -111,7 +116,9 @@ func FuzzDecodeWorkerBodies(f *testing.F) {
 
 func FuzzDecodeSettings(f *testing.F) {
 	for _, s := range []string{``, `{}`, `{"activity_timeout":"1s","retry":{"max_attempts":3,"backoff":"linear","base":"1s","max":"1m"},"paused":true,"retention":"0s"}`,
-		`{"retention":"-1h"}`, `{"retry":{"max_attempts":0}}`, `{"retry":null}`, `{"activity_timeout":5}`} {
+		`{"retention":"-1h"}`, `{"retry":{"max_attempts":0}}`, `{"retry":null}`, `{"activity_timeout":5}`,
+		`{"zones":4,"max_running":10,"keys":{"a":{"weight":2,"max_starts":5,"per":"1s"}},"key_default":{"max_running":1}}`,
+		`{"keys":{"a":{"max_starts":5}}}`, `{"keys":{"":{}}}`, `{"keys":null}`, `{"key_default":{"per":"-1s"}}`, `{"zones":-1}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -162,6 +163,103 @@ func TestUnknownType(t *testing.T) {
 	types, err := e.q.Types(context.Background(), e.db)
 	if err != nil || len(types) != 1 {
 		t.Fatalf("an enqueue to an unknown type registered it: %v %v", types, err)
+	}
+}
+
+// TestFairnessFields: a job's key goes to the store and comes back in the
+// answers; the fairness settings go through PUT and GET of a type.
+func TestFairnessFields(t *testing.T) {
+	e := newEnv(t, httpapi.Options{})
+	ctx := context.Background()
+	c := e.client("")
+
+	j, err := c.Enqueue(ctx, "email", httpapi.NewJob{ID: "a", Key: "tenant-7"})
+	if err != nil || j.Key != "tenant-7" {
+		t.Fatalf("enqueued %+v %v", j, err)
+	}
+	if stored, err := e.q.Get(ctx, e.db, "email", "a"); err != nil || stored.Key != "tenant-7" {
+		t.Fatalf("stored %+v %v", stored, err)
+	}
+	jobs, err := c.EnqueueBatch(ctx, "email", []httpapi.NewJob{{ID: "b", Key: "tenant-8"}, {ID: "c"}})
+	if err != nil || len(jobs) != 2 || jobs[0].Key != "tenant-8" || jobs[1].Key != "" {
+		t.Fatalf("batch %+v %v", jobs, err)
+	}
+	if got, err := c.Get(ctx, "email", "b"); err != nil || got.Key != "tenant-8" {
+		t.Fatalf("got %+v %v", got, err)
+	}
+	if a := e.do("GET", "/v1/types/email/jobs/c", "", ""); strings.Contains(string(a.body), `"key"`) {
+		t.Fatalf("a job without a key shows one: %s", a.body)
+	}
+	if a := e.do("GET", "/v1/types/email/jobs/a", "", ""); !strings.Contains(string(a.body), `"key":"tenant-7"`) {
+		t.Fatalf("the key is not in the answer: %s", a.body)
+	}
+
+	a := e.do("PUT", "/v1/types/email", "", `{"zones": 8, "max_running": 50, "keys": {"acme": {"weight": 5, "max_starts": 100, "per": "1m"}}, "key_default": {"max_running": 3}}`)
+	if a.status != http.StatusOK {
+		t.Fatalf("PUT: %d %s", a.status, a.body)
+	}
+	want := fdbq.DefaultTypeSettings()
+	want.Zones, want.MaxRunning = 8, 50
+	want.Keys = map[string]fdbq.KeyPolicy{"acme": {Weight: 5, MaxStarts: 100, Per: time.Minute}}
+	want.KeyDefault = fdbq.KeyPolicy{MaxRunning: 3}
+	info, err := e.q.GetType(ctx, e.db, "email")
+	if err != nil || !info.Settings.Equal(want) {
+		t.Fatalf("settings %+v %v, want %+v", info.Settings, err, want)
+	}
+	for _, w := range []string{`"zones":8`, `"max_running":50`, `"keys":{"acme":{"weight":5,"max_running":0,"max_starts":100,"per":"1m0s","zones":0}}`, `"key_default":{"weight":0,"max_running":3`} {
+		if !strings.Contains(string(a.body), w) {
+			t.Errorf("answer %s lacks %s", a.body, w)
+		}
+	}
+	// Fields left out keep theirs: key_default field by field; keys, when
+	// given, replace every policy.
+	if a := e.do("PUT", "/v1/types/email", "", `{"key_default": {"weight": 2}}`); a.status != http.StatusOK {
+		t.Fatalf("PUT: %d %s", a.status, a.body)
+	}
+	want.KeyDefault.Weight = 2
+	if info, _ := e.q.GetType(ctx, e.db, "email"); !info.Settings.Equal(want) {
+		t.Fatalf("settings %+v, want %+v", info.Settings, want)
+	}
+	if a := e.do("PUT", "/v1/types/email", "", `{"keys": {"globex": {}}}`); a.status != http.StatusOK {
+		t.Fatalf("PUT: %d %s", a.status, a.body)
+	}
+	want.Keys = map[string]fdbq.KeyPolicy{"globex": {}}
+	if info, _ := e.q.GetType(ctx, e.db, "email"); !info.Settings.Equal(want) {
+		t.Fatalf("settings %+v, want %+v", info.Settings, want)
+	}
+	types, err := c.Types(ctx)
+	if err != nil || len(types) != 1 || types[0].Settings.Zones != 8 || types[0].Settings.KeyDefault.Weight != 2 || len(types[0].Settings.Keys) != 1 {
+		t.Fatalf("types %+v %v", types, err)
+	}
+
+	long := strings.Repeat("k", fdbq.MaxKeySize+1)
+	for _, tc := range []struct {
+		name, method, path, body string
+		code                     string
+		words                    []string
+	}{
+		{"key with a control character", "POST", "/v1/types/email/jobs", `{"key": "a\u0001"}`, httpapi.CodeInvalid, []string{"key:", "fairness key", `"a\x01"`, "control"}},
+		{"long key in batch", "POST", "/v1/types/email/jobs", `[{}, {"key": "` + long + `"}]`, httpapi.CodeInvalid, []string{"[1].key:", "fairness key", "longer than 128"}},
+		{"key not UTF-8", "POST", "/v1/types/email/jobs", "{\"key\": \"a\xff\"}", httpapi.CodeInvalid, []string{"key:", "fairness key", "UTF-8"}},
+		{"key half a surrogate", "POST", "/v1/types/email/jobs", `{"key": "\ud800"}`, httpapi.CodeInvalid, []string{"key:", "surrogate"}},
+		{"key a number", "POST", "/v1/types/email/jobs", `{"key": 7}`, httpapi.CodeInvalidJSON, []string{"key"}},
+		{"zones out of range", "PUT", "/v1/types/email", `{"zones": 1000}`, httpapi.CodeInvalid, []string{"zones 1000"}},
+		{"max_running negative", "PUT", "/v1/types/email", `{"max_running": -1}`, httpapi.CodeInvalid, []string{"max_running -1"}},
+		{"key_default weight", "PUT", "/v1/types/email", `{"key_default": {"weight": 5000}}`, httpapi.CodeInvalid, []string{"key_default:", "weight 5000"}},
+		{"key_default bad per", "PUT", "/v1/types/email", `{"key_default": {"per": "soon"}}`, httpapi.CodeInvalid, []string{"key_default.per", "soon"}},
+		{"key policy without per", "PUT", "/v1/types/email", `{"keys": {"acme": {"max_starts": 5}}}`, httpapi.CodeInvalid, []string{`keys["acme"]:`, "max_starts 5", "per"}},
+		{"key policy bad name", "PUT", "/v1/types/email", `{"keys": {"a\u0001": {}}}`, httpapi.CodeInvalid, []string{"keys:", "fairness key", "control"}},
+		{"key policy unknown field", "PUT", "/v1/types/email", `{"keys": {"acme": {"wieght": 1}}}`, httpapi.CodeInvalidJSON, []string{`"wieght"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wantError(t, e.do(tc.method, tc.path, "", tc.body), http.StatusBadRequest, tc.code, tc.words...)
+		})
+	}
+	if info, _ := e.q.GetType(ctx, e.db, "email"); !info.Settings.Equal(want) {
+		t.Fatalf("refused settings changed the type: %+v", info.Settings)
+	}
+	if n, _ := e.q.Count(ctx, e.db, "email", fdbq.Pending); n != 3 {
+		t.Fatalf("%d pending jobs, want the 3 accepted", n)
 	}
 }
 
@@ -377,10 +475,18 @@ func TestTypes(t *testing.T) {
 		t.Fatalf("settings %+v, want %+v", info.Settings, want)
 	}
 	// The client sends every field.
-	s := httpapi.TypeSettings{ActivityTimeout: httpapi.Duration(time.Minute), Retry: httpapi.RetryPolicy{MaxAttempts: 1, Backoff: fdbq.Constant, Base: httpapi.Duration(time.Second)}}
+	s := httpapi.TypeSettings{ActivityTimeout: httpapi.Duration(time.Minute), Retry: httpapi.RetryPolicy{MaxAttempts: 1, Backoff: fdbq.Constant, Base: httpapi.Duration(time.Second)},
+		Zones: 4, MaxRunning: 20, Keys: map[string]httpapi.KeyPolicy{"acme": {Weight: 3, MaxRunning: 2, MaxStarts: 10, Per: httpapi.Duration(time.Minute), Zones: 1}},
+		KeyDefault: httpapi.KeyPolicy{Weight: 2}}
 	ti, err := c.SetType(ctx, "sms", s)
-	if err != nil || ti.Settings != s {
+	if err != nil || !reflect.DeepEqual(ti.Settings, s) {
 		t.Fatalf("SetType answered %+v %v", ti, err)
+	}
+	// Zero fairness settings are sent too, and replace the stored ones.
+	s = httpapi.TypeSettings{ActivityTimeout: httpapi.Duration(time.Minute), Retry: httpapi.RetryPolicy{MaxAttempts: 1, Backoff: fdbq.Constant}}
+	ti, err = c.SetType(ctx, "sms", s)
+	if err != nil || ti.Settings.Zones != 0 || ti.Settings.MaxRunning != 0 || len(ti.Settings.Keys) != 0 || ti.Settings.KeyDefault != (httpapi.KeyPolicy{}) {
+		t.Fatalf("SetType of zero fairness settings answered %+v %v", ti, err)
 	}
 
 	ti, err = c.Pause(ctx, "email")

@@ -130,6 +130,7 @@ func TestOpenAPISchemas(t *testing.T) {
 		"TypeInfo":         httpapi.TypeInfo{},
 		"TypeSettings":     httpapi.TypeSettings{},
 		"RetryPolicy":      httpapi.RetryPolicy{},
+		"KeyPolicy":        httpapi.KeyPolicy{},
 		"AcceptRequest":    httpapi.AcceptRequest{},
 		"HeartbeatRequest": httpapi.HeartbeatRequest{},
 		"FinishRequest":    httpapi.FinishRequest{},
@@ -159,9 +160,9 @@ func TestOpenAPISchemas(t *testing.T) {
 	// The Go types the server also decodes with: their fields match the
 	// ones the decoders know (a field added to one only is refused).
 	for name, body := range map[string]string{
-		"NewJob":        `{"id":"a","data":1,"scheduled_at":"2030-01-01T00:00:00Z","priority":1,"max_attempts":1}`,
+		"NewJob":        `{"id":"a","data":1,"scheduled_at":"2030-01-01T00:00:00Z","priority":1,"key":"k","max_attempts":1}`,
 		"AcceptRequest": `{"max":1,"wait":"1s"}`,
-		"TypeSettings":  `{"activity_timeout":"1s","retry":{"max_attempts":1,"backoff":"constant","base":"1s","max":"1s"},"paused":true,"retention":"1s"}`,
+		"TypeSettings":  `{"activity_timeout":"1s","retry":{"max_attempts":1,"backoff":"constant","base":"1s","max":"1s"},"paused":true,"retention":"1s","zones":2,"max_running":5,"keys":{"k":{"weight":2}},"key_default":{"weight":1,"max_running":1,"max_starts":1,"per":"1s","zones":1}}`,
 	} {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(body), &m); err != nil {

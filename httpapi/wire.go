@@ -22,6 +22,7 @@ type Job struct {
 	Error       string          `json:"error,omitempty"`
 	Progress    json.RawMessage `json:"progress,omitempty"`
 	Priority    int             `json:"priority"`
+	Key         string          `json:"key,omitempty"`
 	Attempts    int             `json:"attempts"`
 	MaxAttempts int             `json:"max_attempts"`
 	// Resubmitted: the job was added again while it ran; it goes back to
@@ -53,6 +54,8 @@ type NewJob struct {
 	ScheduledAt time.Time `json:"scheduled_at,omitzero"`
 	// Priority: higher runs first among due jobs.
 	Priority int `json:"priority,omitempty"`
+	// Key is the job's fairness key (fdbq.NewJob.Key); empty: none.
+	Key string `json:"key,omitempty"`
 	// MaxAttempts overrides the type's retry policy's; 0 keeps it.
 	MaxAttempts int `json:"max_attempts,omitempty"`
 }
@@ -95,6 +98,31 @@ type TypeSettings struct {
 	Retry           RetryPolicy `json:"retry"`
 	Paused          bool        `json:"paused"`
 	Retention       Duration    `json:"retention"`
+	// Zones, MaxRunning, Keys and KeyDefault are fdbq's fairness
+	// settings. Keys travels as {} when it is empty, so that a PUT of a
+	// TypeSettings replaces every field.
+	Zones      int                  `json:"zones"`
+	MaxRunning int                  `json:"max_running"`
+	Keys       map[string]KeyPolicy `json:"keys"`
+	KeyDefault KeyPolicy            `json:"key_default"`
+}
+
+// MarshalJSON writes s with a nil Keys as {}.
+func (s TypeSettings) MarshalJSON() ([]byte, error) {
+	type plain TypeSettings
+	if s.Keys == nil {
+		s.Keys = map[string]KeyPolicy{}
+	}
+	return json.Marshal(plain(s))
+}
+
+// KeyPolicy is fdbq.KeyPolicy with the period as a string.
+type KeyPolicy struct {
+	Weight     int      `json:"weight"`
+	MaxRunning int      `json:"max_running"`
+	MaxStarts  int      `json:"max_starts"`
+	Per        Duration `json:"per"`
+	Zones      int      `json:"zones"`
 }
 
 // TypeInfo is a registered type, its settings and its job counts.
@@ -253,7 +281,7 @@ func toJob(j *fdbq.Job) *Job {
 	return &Job{
 		Type: j.Type, ID: j.ID, State: j.State, Outcome: j.Outcome,
 		Data: data, Result: j.Result, Error: j.Error, Progress: j.Progress,
-		Priority: j.Priority, Attempts: j.Attempts, MaxAttempts: j.MaxAttempts,
+		Priority: j.Priority, Key: j.Key, Attempts: j.Attempts, MaxAttempts: j.MaxAttempts,
 		Resubmitted: j.Resubmitted,
 		AddedAt:     j.AddedAt, ScheduledAt: j.ScheduledAt, StartedAt: j.StartedAt,
 		HeartbeatAt: j.HeartbeatAt, FinishedAt: j.FinishedAt,
@@ -267,9 +295,28 @@ func toTypeSettings(s fdbq.TypeSettings) TypeSettings {
 			MaxAttempts: s.Retry.MaxAttempts, Backoff: s.Retry.Backoff,
 			Base: Duration(s.Retry.Base), Max: Duration(s.Retry.Max),
 		},
-		Paused:    s.Paused,
-		Retention: Duration(s.Retention),
+		Paused:     s.Paused,
+		Retention:  Duration(s.Retention),
+		Zones:      s.Zones,
+		MaxRunning: s.MaxRunning,
+		Keys:       toKeyPolicies(s.Keys),
+		KeyDefault: toKeyPolicy(s.KeyDefault),
 	}
+}
+
+func toKeyPolicy(p fdbq.KeyPolicy) KeyPolicy {
+	return KeyPolicy{Weight: p.Weight, MaxRunning: p.MaxRunning, MaxStarts: p.MaxStarts, Per: Duration(p.Per), Zones: p.Zones}
+}
+
+func toKeyPolicies(m map[string]fdbq.KeyPolicy) map[string]KeyPolicy {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]KeyPolicy, len(m))
+	for k, p := range m {
+		out[k] = toKeyPolicy(p)
+	}
+	return out
 }
 
 func toTypeInfo(t *fdbq.TypeInfo) *TypeInfo {

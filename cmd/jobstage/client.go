@@ -98,6 +98,9 @@ func (c *cli) printJob(cf *clientFlags, j *httpapi.Job) error {
 	if j.Priority != 0 {
 		row("priority", j.Priority)
 	}
+	if j.Key != "" {
+		row("key", j.Key)
+	}
 	row("data", string(j.Data))
 	if len(j.Result) > 0 {
 		row("result", string(j.Result))
@@ -131,9 +134,10 @@ func (c *cli) enqueue(args []string) error {
 	fs, cf := c.clientFlagSet("enqueue", "TYPE [DATA|-] | TYPE --file FILE")
 	id := fs.String("id", "", "job id (default: the server makes one; an existing id resubmits that job)")
 	priority := fs.Int("priority", 0, "priority: higher runs first")
+	key := fs.String("key", "", "fairness key: a tenant, customer or group the type's key policies apply to (default: none)")
 	at := fs.String("at", "", "run not before this time: RFC 3339, or a delay such as 10m")
 	attempts := fs.Int("max-attempts", 0, "attempts in all (default: the type's retry policy)")
-	file := fs.String("file", "", "JSON-lines file, one job per line: {\"id\":…,\"data\":…,\"priority\":…,\"scheduled_at\":…,\"max_attempts\":…} (- reads stdin)")
+	file := fs.String("file", "", "JSON-lines file, one job per line: {\"id\":…,\"data\":…,\"priority\":…,\"key\":…,\"scheduled_at\":…,\"max_attempts\":…} (- reads stdin)")
 	batch := fs.Int("batch", 500, "jobs per request with --file")
 	wait := fs.Duration("wait", 0, "wait up to this long for the job to finish, then print it")
 	pos, err := parse(fs, args, 1, 2)
@@ -165,7 +169,7 @@ func (c *cli) enqueue(args []string) error {
 		}
 		data = raw
 	}
-	nj := httpapi.NewJob{ID: *id, Data: data, Priority: *priority, MaxAttempts: *attempts}
+	nj := httpapi.NewJob{ID: *id, Data: data, Priority: *priority, Key: *key, MaxAttempts: *attempts}
 	if *at != "" {
 		t, err := parseAt(*at)
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -248,6 +249,24 @@ func TestQuickstart(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %s", want)
 		}
+	}
+
+	// A job's fairness key, from --key and from a bulk file.
+	out, errOut, code = jobstage(t, "", "enqueue", "echo", `{}`, "--id", "keyed", "--key", "tenant-7", "--wait", "30s", "--server", s.url)
+	if code != 0 || !regexp.MustCompile(`(?m)^key:\s+tenant-7$`).MatchString(out) {
+		t.Fatalf("enqueue --key: exit %d: %s%s", code, out, errOut)
+	}
+	keyed := filepath.Join(t.TempDir(), "keyed.jsonl")
+	os.WriteFile(keyed, []byte(`{"id":"keyed-2","key":"tenant-8"}`+"\n"), 0o600)
+	if _, errOut, code := jobstage(t, "", "enqueue", "echo", "--file", keyed, "--server", s.url); code != 0 {
+		t.Fatalf("enqueue --file with a key: exit %d: %s", code, errOut)
+	}
+	out, errOut, code = jobstage(t, "", "get", "echo", "keyed-2", "--json", "--server", s.url)
+	if err := json.Unmarshal([]byte(out), &j); code != 0 || err != nil || j.Key != "tenant-8" {
+		t.Fatalf("get keyed-2: exit %d: %s%s", code, out, errOut)
+	}
+	if _, errOut, code := jobstage(t, "", "enqueue", "echo", `{}`, "--key", "a\tb", "--server", s.url); code != 1 || !strings.Contains(errOut, "fairness key") {
+		t.Fatalf("enqueue with a bad --key: exit %d: %s", code, errOut)
 	}
 	s.stop()
 }
@@ -647,7 +666,8 @@ func TestServeRefusesAnotherLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, errOut, code := jobstage(t, "", "serve", "--config", cfg)
-	if code != 1 || !strings.Contains(errOut, "the store is in layout 2, written by a newer version of jobstage; this one reads layout 1") {
-		t.Fatalf("serve of a layout-2 store: exit %d: %s", code, errOut)
+	want := fmt.Sprintf("the store is in layout %d, written by a newer version of jobstage; this one reads layout %d", fdbq.Layout+1, fdbq.Layout)
+	if code != 1 || !strings.Contains(errOut, want) {
+		t.Fatalf("serve of a layout-%d store: exit %d: %s", fdbq.Layout+1, code, errOut)
 	}
 }
