@@ -660,11 +660,12 @@ func (q *Queue) acceptFrom(tx kv.Tx, snap kv.ReadTx, typ, lock string, o AcceptO
 		tx.Clear(q.k.zoneMark(typ, z))
 		q.zones.forget(typ)
 	}
-	if inZone && !w.empty && len(w.cands) == 0 {
+	if inZone && !w.empty && len(w.cands) == 0 && !w.demote {
 		// The zone has jobs this accept cannot take (scheduled after its
-		// bound, or unreadable): an add to it marks nothing, so only
-		// the type's change key tells of one it could take. The Accept's
-		// next rounds pass over it until that key moves.
+		// bound, or unreadable; entries not due yet are moved instead):
+		// an add to it marks nothing, so only the type's change key tells
+		// of one it could take. The Accept's next rounds pass over it
+		// until that key moves.
 		res.watchChanges = true
 		res.blind = append(res.blind, z)
 	}

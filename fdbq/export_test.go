@@ -32,3 +32,6 @@ func SetMaxZoneScan(n int) func() {
 	maxZoneScan = n
 	return func() { maxZoneScan = was }
 }
+
+// LaneOf is the lane of job id's activity entry.
+func LaneOf(id string) int { return laneOf(id) }

@@ -158,7 +158,7 @@ func (q *Queue) List(ctx context.Context, tr kv.ReadTransactor, typ string, o Li
 const (
 	shapeReady     = "siiis" // key, shard, -priority, scheduled, id
 	shapeScheduled = "iisis" // scheduled, -priority, key, shard, id
-	shapeActive    = "iis"   // timeout, read version, id
+	shapeActive    = "iiis"  // lane, timeout, read version, id
 	shapeByTime    = "is"    // time, id
 )
 
@@ -214,13 +214,15 @@ func (q *Queue) entryID(typ string, s State, key []byte) (string, bool) {
 		return id, err == nil
 	case Running:
 		if t, err := q.k.activeType(typ).Unpack(key); err == nil {
-			if len(t) != 3 {
+			// (lane, timeout, read version, id)
+			if len(t) != 4 {
 				return "", false
 			}
-			_, ok1 := t[0].(int64)
-			_, ok2 := t[1].(int64)
-			id, ok3 := t[2].(string)
-			return id, ok1 && ok2 && ok3
+			lane, ok0 := t[0].(int64)
+			_, ok1 := t[1].(int64)
+			_, ok2 := t[2].(int64)
+			id, ok3 := t[3].(string)
+			return id, ok0 && ok1 && ok2 && ok3 && lane == int64(laneOf(id))
 		}
 		_, id, ok := parseIndexEntry(q.k.legacyActiveType(typ), key)
 		return id, ok

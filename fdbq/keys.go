@@ -258,42 +258,66 @@ func (k keys) pendingBand(typ string, z zone, priority int) tuple.Subspace {
 func (k keys) watch(typ string) []byte  { return k.of(typ).watch }
 func (k keys) change(typ string) []byte { return k.of(typ).change }
 
-// active is a running job's activity entry: (P, 12, type, timeout_ms,
+// activityLanes is how many ranges a type's activity index and renewal
+// stamps are spread over. Both are keyed by read version, so within one
+// range every write lands after the last, on the range's last shard:
+// spread over lanes (a hash of the job's id; a random token's residue for
+// a stamp), a type's renewals land on activityLanes shards at once.
+const activityLanes = 16
+
+// laneOf is the lane of job id's activity entry.
+func laneOf(id string) int { return shardOf(id, activityLanes) }
+
+// group is a lane's entries of one activity timeout: the unit the monitor
+// reads, in the order of the renewals' read versions.
+type group struct {
+	lane      int
+	timeoutMs int64
+}
+
+// active is a running job's activity entry: (P, 12, type, lane, timeout_ms,
 // version, id), where version is the read version of the transaction that
-// last renewed its activity and timeout_ms the activity timeout it gave.
+// last renewed its activity, timeout_ms the activity timeout it gave and
+// lane laneOf(id).
 func (k keys) active(typ string, timeoutMs, version int64, id string) []byte {
 	p := k.of(typ).active
-	b := append(make([]byte, 0, len(p)+len(id)+20), p...)
-	return appendString(appendInt(appendInt(b, timeoutMs), version), id)
+	b := append(make([]byte, 0, len(p)+len(id)+22), p...)
+	return appendString(appendInt(appendInt(appendInt(b, int64(laneOf(id))), timeoutMs), version), id)
 }
 
 func (k keys) activeType(typ string) tuple.Subspace { return k.root.Sub(tagActive, typ) }
 
+// stampLane is the lane of the stamp of token.
+func stampLane(token int64) int64 { return token % activityLanes }
+
 // stamp holds the versionstamp of one renewing transaction's commit
-// (Accept, Heartbeat): keyed by its read version, which keys the
-// activity entries it wrote, and a token of its own, which those entries
-// hold, so one accept of many jobs writes one. It is apart from the
-// entries so that the index reads as any other (a transaction cannot read
-// a versionstamped value it wrote: accessed_unreadable). The monitor
-// clears the stamps below its entries' oldest read version.
+// (Accept, Heartbeat): keyed by the lane its token names, its read
+// version, which keys the activity entries it wrote, and the token, which
+// those entries hold, so one accept of many jobs writes one. It is apart
+// from the entries so that the index reads as any other (a transaction
+// cannot read a versionstamped value it wrote: accessed_unreadable). The
+// monitor clears the stamps below its entries' oldest read version.
 func (k keys) stamp(typ string, version, token int64) []byte {
 	p := k.of(typ).stamp
-	return appendInt(appendInt(append(make([]byte, 0, len(p)+18), p...), version), token)
+	return appendInt(appendInt(appendInt(append(make([]byte, 0, len(p)+20), p...), stampLane(token)), version), token)
 }
 
-// stampsBefore is where the stamps of read versions from version on
-// begin.
-func (k keys) stampsBefore(typ string, version int64) []byte {
-	p := k.of(typ).stamp
-	return appendInt(append(make([]byte, 0, len(p)+9), p...), version)
+// stampsBelow is, for each lane, the range of the stamps of read versions
+// before version.
+func (k keys) stampsBelow(typ string, version int64) []kv.Range {
+	rs := make([]kv.Range, activityLanes)
+	for lane := range rs {
+		sub := k.root.Sub(tagStamp, typ, int64(lane))
+		rs[lane] = kv.Range{Begin: sub.Range().Begin, End: sub.MustPack(tuple.Tuple{version})}
+	}
+	return rs
 }
 
 func (k keys) stampType(typ string) tuple.Subspace { return k.root.Sub(tagStamp, typ) }
 
-// activeGroup is the activity entries of a type's jobs of one timeout, in
-// the order of their renewals' read versions.
-func (k keys) activeGroup(typ string, timeoutMs int64) tuple.Subspace {
-	return k.root.Sub(tagActive, typ, timeoutMs)
+// activeGroup is the activity entries of group g of a type.
+func (k keys) activeGroup(typ string, g group) tuple.Subspace {
+	return k.root.Sub(tagActive, typ, int64(g.lane), g.timeoutMs)
 }
 
 // legacyActive is the activity entry of a running job written before

@@ -18,7 +18,10 @@ func TestKeysArePackedTuples(t *testing.T) {
 		for _, id := range ids {
 			check(t, k.job(typ, id), tuple.Tuple{tagJob, typ, id})
 			for _, v := range ints {
-				check(t, k.active(typ, v, -v, id), tuple.Tuple{tagActive, typ, v, -v, id})
+				check(t, k.active(typ, v, -v, id), tuple.Tuple{tagActive, typ, laneOf(id), v, -v, id})
+				if v > 0 {
+					check(t, k.stamp(typ, -v, v), tuple.Tuple{tagStamp, typ, v % activityLanes, -v, v})
+				}
 				check(t, k.legacyActive(typ, v, id), tuple.Tuple{tagLegacyActive, typ, v, id})
 				check(t, k.finished(typ, v, id), tuple.Tuple{tagFinished, typ, v, id})
 				if v != math.MinInt64 {
@@ -45,7 +48,7 @@ func FuzzKeysArePackedTuples(f *testing.F) {
 	f.Fuzz(func(t *testing.T, typ, id string, a, b int64) {
 		k := newKeys(tuple.FromBytes(DefaultPrefix))
 		check(t, k.job(typ, id), tuple.Tuple{tagJob, typ, id})
-		check(t, k.active(typ, a, b, id), tuple.Tuple{tagActive, typ, a, b, id})
+		check(t, k.active(typ, a, b, id), tuple.Tuple{tagActive, typ, laneOf(id), a, b, id})
 		check(t, k.finished(typ, b, id), tuple.Tuple{tagFinished, typ, b, id})
 		if a != math.MinInt64 {
 			z := zone{key: typ, shard: int(uint64(b) % MaxZones)}

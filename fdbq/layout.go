@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"math"
 
 	"github.com/jobstage/jobstage/kv"
 	"github.com/jobstage/jobstage/kv/tuple"
@@ -96,7 +97,9 @@ const migrateBatch = 500
 // ready and scheduled entries of layout 1, (P, 2, type, -priority,
 // sched_ms, id) and (P, 11, type, sched_ms, -priority, id), move to the
 // zone ("", 0) of layout 2, where records written before zones are, and
-// the zones are marked. An interrupted migration is taken up again by the
+// the zones are marked; its activity entries (P, 12, type, timeout_ms,
+// read_version, id) and renewal stamps (P, 13, type, read_version, token)
+// move to their lanes. An interrupted migration is taken up again by the
 // next; every process of an earlier version must be stopped first, since
 // those write layout 1's entries. A store already in Layout is left as it
 // is. It logs a line when it begins and one when it is done.
@@ -125,11 +128,11 @@ func (q *Queue) Migrate(ctx context.Context, tr kv.Transactor) (MigrateStats, er
 	if err != nil {
 		return st, err
 	}
-	q.logger().Info("fdbq: migrating the store from layout 1 to 2 (pending jobs into zones)", "types", len(types))
+	q.logger().Info("fdbq: migrating the store from layout 1 to 2 (pending jobs into zones, running ones into lanes)", "types", len(types))
 	for _, typ := range types {
-		for _, scheduled := range []bool{false, true} {
+		for index := range q.migrations(typ) {
 			for {
-				n, err := q.migrateEntries(ctx, tr, typ, scheduled)
+				n, err := q.migrateEntries(ctx, tr, typ, index)
 				if err != nil {
 					return st, err
 				}
@@ -151,20 +154,78 @@ func (q *Queue) Migrate(ctx context.Context, tr kv.Transactor) (MigrateStats, er
 	return st, nil
 }
 
-// migrateEntries moves up to migrateBatch of the type's ready (or
-// scheduled) entries of layout 1 to zone ("", 0) of layout 2. Layout 1's
-// keys continue with an integer after the type, layout 2's ready keys
-// with a string: the range of integer codes holds layout 1's alone (the
-// scheduled index's keys of both begin with the time, and are told apart
-// by their length).
-func (q *Queue) migrateEntries(ctx context.Context, tr kv.Transactor, typ string, scheduled bool) (int, error) {
-	return kv.Transact(ctx, tr, func(tx kv.Tx) (int, error) {
-		sub := q.k.pendingType(typ)
-		if scheduled {
-			sub = q.k.scheduledType(typ)
+// migrations are layout 1's keys that layout 2 keys otherwise, by index:
+// each turns a key of layout 1, as the tuple after the index's prefix,
+// into the key of layout 2, or reports false for a key that is not
+// layout 1's (layout 2's, or not one fdbq writes).
+func (q *Queue) migrations(typ string) []struct {
+	sub     tuple.Subspace
+	convert func(t tuple.Tuple) ([]byte, bool)
+} {
+	ints := func(t tuple.Tuple, n int) ([]int64, bool) {
+		out := make([]int64, n)
+		for i := range n {
+			v, ok := t[i].(int64)
+			if !ok {
+				return nil, false
+			}
+			out[i] = v
 		}
-		p := sub.Bytes()
-		r := kv.Range{Begin: append(append([]byte(nil), p...), 0x0c), End: append(append([]byte(nil), p...), 0x1d)}
+		return out, true
+	}
+	withID := func(t tuple.Tuple) ([]int64, string, bool) {
+		if len(t) != 3 {
+			return nil, "", false
+		}
+		v, ok := ints(t, 2)
+		id, ok2 := t[2].(string)
+		return v, id, ok && ok2
+	}
+	return []struct {
+		sub     tuple.Subspace
+		convert func(t tuple.Tuple) ([]byte, bool)
+	}{
+		{q.k.pendingType(typ), func(t tuple.Tuple) ([]byte, bool) { // (-priority, sched, id)
+			v, id, ok := withID(t)
+			if !ok || v[0] == math.MinInt64 {
+				return nil, false
+			}
+			return q.k.pending(typ, zone{}, int(-v[0]), v[1], id), true
+		}},
+		{q.k.scheduledType(typ), func(t tuple.Tuple) ([]byte, bool) { // (sched, -priority, id)
+			v, id, ok := withID(t)
+			if !ok || v[1] == math.MinInt64 {
+				return nil, false
+			}
+			return q.k.scheduled(typ, zone{}, int(-v[1]), v[0], id), true
+		}},
+		{q.k.activeType(typ), func(t tuple.Tuple) ([]byte, bool) { // (timeout, read version, id)
+			v, id, ok := withID(t)
+			if !ok {
+				return nil, false
+			}
+			return q.k.active(typ, v[0], v[1], id), true
+		}},
+		{q.k.stampType(typ), func(t tuple.Tuple) ([]byte, bool) { // (read version, token)
+			if len(t) != 2 {
+				return nil, false
+			}
+			v, ok := ints(t, 2)
+			if !ok || v[1] <= 0 {
+				return nil, false
+			}
+			return q.k.stamp(typ, v[0], v[1]), true
+		}},
+	}
+}
+
+// migrateEntries moves up to migrateBatch of the keys of layout 1 of one
+// of the type's indexes (migrations) to layout 2's, with their values, and
+// marks the zone of the ready entries it moves.
+func (q *Queue) migrateEntries(ctx context.Context, tr kv.Transactor, typ string, index int) (int, error) {
+	m := q.migrations(typ)[index]
+	return kv.Transact(ctx, tr, func(tx kv.Tx) (int, error) {
+		r := m.sub.Range()
 		moved := 0
 		for {
 			kvs, err := tx.GetRange(r, kv.RangeOptions{Limit: migrateBatch})
@@ -172,27 +233,22 @@ func (q *Queue) migrateEntries(ctx context.Context, tr kv.Transactor, typ string
 				return 0, err
 			}
 			for _, e := range kvs {
-				t, err := sub.Unpack(e.Key)
-				if err != nil || len(t) != 3 {
-					continue // layout 2's, or not a key fdbq writes
-				}
-				a, ok1 := t[0].(int64)
-				b, ok2 := t[1].(int64)
-				id, ok3 := t[2].(string)
-				if !ok1 || !ok2 || !ok3 {
+				t, err := m.sub.Unpack(e.Key)
+				if err != nil {
 					continue
 				}
+				key, ok := m.convert(t)
+				if !ok {
+					continue // layout 2's, or not a key fdbq writes
+				}
 				tx.Clear(e.Key)
-				if scheduled {
-					tx.Set(q.k.scheduled(typ, zone{}, int(-b), a, id), e.Value)
-				} else {
-					tx.Set(q.k.pending(typ, zone{}, int(-a), b, id), e.Value)
+				tx.Set(key, e.Value)
+				if index == 0 {
 					if err := q.markZone(tx, typ, zone{}); err != nil {
 						return 0, err
 					}
 				}
-				moved++
-				if moved == migrateBatch {
+				if moved++; moved == migrateBatch {
 					return moved, nil
 				}
 			}

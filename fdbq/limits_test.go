@@ -273,9 +273,11 @@ func TestLimitsMonitorSkipsWhatItCannotRead(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if id := k[2].(string); id == "x" || id == "y" {
+				// (lane, timeout, read version, id); a stamp is (lane of
+				// its token, read version, token).
+				if id := k[3].(string); id == "x" || id == "y" {
 					token := int64(binary.BigEndian.Uint64(e.Value))
-					tx.Set(root.MustPack(tuple.Tuple{stampTag, "email", k[1].(int64), token}), []byte("short"))
+					tx.Set(root.MustPack(tuple.Tuple{stampTag, "email", token % 16, k[2].(int64), token}), []byte("short"))
 					n++
 				}
 			}

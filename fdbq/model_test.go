@@ -271,8 +271,9 @@ func (m *model) listed(s fdbq.State) []string {
 		})
 		ids = append(ids, later...)
 	case fdbq.Running:
+		// The activity index by lane (a hash of the id), then renewal.
 		slices.SortFunc(ids, func(a, b string) int {
-			return cmp.Or(cmp.Compare(m.jobs[a].renewed, m.jobs[b].renewed), strings.Compare(a, b))
+			return cmp.Or(cmp.Compare(fdbq.LaneOf(a), fdbq.LaneOf(b)), cmp.Compare(m.jobs[a].renewed, m.jobs[b].renewed), strings.Compare(a, b))
 		})
 	case fdbq.Finished:
 		slices.SortFunc(ids, func(a, b string) int {

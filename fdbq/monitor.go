@@ -399,12 +399,15 @@ func (m *Monitor) nextDue(ctx context.Context) (*monitorWait, error) {
 			if cut, some, ok, err := m.stampCut(snap, nil, t.Name); err != nil {
 				return nil, err
 			} else if ok {
-				kvs, err := snap.GetRange(m.stampsBelow(t.Name, cut, some), kv.RangeOptions{Limit: 1})
-				if err != nil {
-					return nil, err
-				}
-				if len(kvs) > 0 {
-					w.after(0)
+				for _, r := range m.stampsBelow(t.Name, cut, some) {
+					kvs, err := snap.GetRange(r, kv.RangeOptions{Limit: 1})
+					if err != nil {
+						return nil, err
+					}
+					if len(kvs) > 0 {
+						w.after(0)
+						break
+					}
 				}
 			}
 			if t.Settings.Retention > 0 {
@@ -448,7 +451,7 @@ func (m *Monitor) activityDue(snap kv.ReadTx, t sweepType, clock time.Time, w *m
 		return err
 	}
 	for _, g := range groups {
-		timeout := time.Duration(g) * time.Millisecond
+		timeout := time.Duration(g.timeoutMs) * time.Millisecond
 		m.timeoutSeen(timeout)
 		sub := q.k.activeGroup(t.Name, g)
 		kvs, err := snap.GetRange(sub.Range(), kv.RangeOptions{Limit: activityWindow})
@@ -492,13 +495,13 @@ func (m *Monitor) activityDue(snap kv.ReadTx, t sweepType, clock time.Time, w *m
 // first ones empty.
 const maxGroups = 256
 
-// activeGroups returns the timeouts (ms) of a type's running jobs, each a
-// group of its activity index, in order, one read each, and the keys that
-// belong to no group (malformed: a sweep skips them).
-func (m *Monitor) activeGroups(tx kv.ReadTx, typ string) ([]int64, [][]byte, error) {
+// activeGroups returns the groups of a type's running jobs (a lane and a
+// timeout), in order, one read each, and the keys that belong to no group
+// (malformed: a sweep skips them).
+func (m *Monitor) activeGroups(tx kv.ReadTx, typ string) ([]group, [][]byte, error) {
 	sub := m.q.k.activeType(typ)
 	r := sub.Range()
-	var groups []int64
+	var groups []group
 	var bad [][]byte
 	for len(groups) < maxGroups && len(bad) < maxGroups {
 		kvs, err := tx.GetRange(r, kv.RangeOptions{Limit: 1})
@@ -506,12 +509,7 @@ func (m *Monitor) activeGroups(tx kv.ReadTx, typ string) ([]int64, [][]byte, err
 			return groups, bad, err
 		}
 		key := kvs[0].Key
-		t, err := sub.Unpack(key)
-		g, ok := int64(0), false
-		if err == nil && len(t) == 3 {
-			g, ok = t[0].(int64)
-			ok = ok && g > 0 && g <= maxTimeoutMs
-		}
+		g, _, _, ok := parseActiveEntry(sub, key)
 		if !ok {
 			bad = append(bad, key)
 			r.Begin = kv.KeyAfter(key)
@@ -553,7 +551,8 @@ func (m *Monitor) stampCut(read kv.ReadTx, conflict func(kv.Range), typ string) 
 			return cut, some, true, nil
 		}
 		var head []byte
-		var g, rv int64
+		var g group
+		var rv int64
 		for _, e := range kvs {
 			var ok bool
 			var id string
@@ -589,27 +588,28 @@ func (m *Monitor) stampCut(read kv.ReadTx, conflict func(kv.Range), typ string) 
 }
 
 // parseActiveEntry parses a key of the activity index as fdbq writes it:
-// (timeout_ms, read_version, id), timeout_ms in (0, maxTimeoutMs].
-func parseActiveEntry(sub tuple.Subspace, key []byte) (timeoutMs, rv int64, id string, ok bool) {
+// (lane, timeout_ms, read_version, id), the lane the id's and timeout_ms
+// in (0, maxTimeoutMs].
+func parseActiveEntry(sub tuple.Subspace, key []byte) (g group, rv int64, id string, ok bool) {
 	t, err := sub.Unpack(key)
-	if err != nil || len(t) != 3 {
-		return 0, 0, "", false
+	if err != nil || len(t) != 4 {
+		return group{}, 0, "", false
 	}
-	timeoutMs, ok1 := t[0].(int64)
-	rv, ok2 := t[1].(int64)
-	id, ok3 := t[2].(string)
-	ok = ok1 && ok2 && ok3 && timeoutMs > 0 && timeoutMs <= maxTimeoutMs
-	return timeoutMs, rv, id, ok
+	lane, ok0 := t[0].(int64)
+	timeoutMs, ok1 := t[1].(int64)
+	rv, ok2 := t[2].(int64)
+	id, ok3 := t[3].(string)
+	ok = ok0 && ok1 && ok2 && ok3 && timeoutMs > 0 && timeoutMs <= maxTimeoutMs && lane == int64(laneOf(id))
+	return group{lane: int(lane), timeoutMs: timeoutMs}, rv, id, ok
 }
 
-// stampsBelow returns the range of a type's stamps that no activity entry
-// names, given what stampCut returned.
-func (m *Monitor) stampsBelow(typ string, cut int64, some bool) kv.Range {
-	r := m.q.k.stampType(typ).Range()
-	if some {
-		r.End = m.q.k.stampsBefore(typ, cut)
+// stampsBelow returns the ranges of a type's stamps that no activity entry
+// names, given what stampCut returned: one a lane.
+func (m *Monitor) stampsBelow(typ string, cut int64, some bool) []kv.Range {
+	if !some {
+		return []kv.Range{m.q.k.stampType(typ).Range()}
 	}
-	return r
+	return m.q.k.stampsBelow(typ, cut)
 }
 
 // dropStamps clears the stamps of read versions older than every activity
@@ -621,12 +621,15 @@ func (m *Monitor) dropStamps(ctx context.Context, typ string) error {
 		if err != nil || !ok {
 			return err
 		}
-		r := m.stampsBelow(typ, cut, some)
-		kvs, err := tx.Snapshot().GetRange(r, kv.RangeOptions{Limit: 1})
-		if err != nil || len(kvs) == 0 {
-			return err
+		for _, r := range m.stampsBelow(typ, cut, some) {
+			kvs, err := tx.Snapshot().GetRange(r, kv.RangeOptions{Limit: 1})
+			if err != nil {
+				return err
+			}
+			if len(kvs) > 0 {
+				tx.ClearRange(r)
+			}
 		}
-		tx.ClearRange(r)
 		return nil
 	})
 }
@@ -801,7 +804,7 @@ type sweepType struct {
 	// keys in it that belong to none (see activeGroups); stamps: any
 	// renewal stamp; expiring: a finished job past the retention.
 	legacy, stamps, expiring bool
-	groups                   []int64
+	groups                   []group
 	bad                      [][]byte
 }
 
@@ -894,7 +897,7 @@ func (m *Monitor) shrinkForRetry() int {
 // back if its renewal committed at that sample's version or before.
 // groups and bad are the type's groups and the keys that belong to none,
 // as activeGroups read them in the sweep's first transaction.
-func (m *Monitor) recycle(ctx context.Context, typ string, s TypeSettings, groups []int64, bad [][]byte, st *SweepStats) error {
+func (m *Monitor) recycle(ctx context.Context, typ string, s TypeSettings, groups []group, bad [][]byte, st *SweepStats) error {
 	q := m.q
 	for _, key := range bad {
 		m.skip(typ, key, fmt.Errorf("fdbq: malformed index entry %q", key))
@@ -914,7 +917,7 @@ func (m *Monitor) recycle(ctx context.Context, typ string, s TypeSettings, group
 	}
 	var errs []error
 	for _, g := range groups {
-		timeout := time.Duration(g) * time.Millisecond
+		timeout := time.Duration(g.timeoutMs) * time.Millisecond
 		m.timeoutSeen(timeout)
 		sub := q.k.activeGroup(typ, g)
 		plan := func() (sweepPlan, bool) {
@@ -928,7 +931,7 @@ func (m *Monitor) recycle(ctx context.Context, typ string, s TypeSettings, group
 			return sweepPlan{
 				end: rangeUpTo(sub, sm.rv-1).End,
 				match: func(tx kv.Tx, e kv.KeyValue, id string, at int64, rec *record) (bool, error) {
-					if rec.legacy || rec.ActiveVersion != at || rec.activityTimeoutMs() != g {
+					if rec.legacy || rec.ActiveVersion != at || rec.activityTimeoutMs() != g.timeoutMs {
 						return false, nil
 					}
 					key, ok := q.k.stampOf(typ, at, e.Value)

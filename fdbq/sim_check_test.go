@@ -957,10 +957,14 @@ func scanStore(ctx context.Context, db *kv.DB, prefix []byte) (map[simJobRef]*fd
 						bad(job, "a running entry keyed by deadline, of earlier versions")
 						continue
 					}
-					if t[1].(int64) != j.ActiveTimeoutMs {
-						bad(job, "running entry of timeout %d ms, record of %d", t[1].(int64), j.ActiveTimeoutMs)
+					// (type, lane, timeout, read version, id)
+					if t[2].(int64) != j.ActiveTimeoutMs {
+						bad(job, "running entry of timeout %d ms, record of %d", t[2].(int64), j.ActiveTimeoutMs)
 					}
-					at, want = t[2].(int64), j.ActiveVersion
+					if lane := fdbq.LaneOf(job.id); t[1].(int64) != int64(lane) {
+						bad(job, "running entry in lane %d, the id's is %d", t[1].(int64), lane)
+					}
+					at, want = t[3].(int64), j.ActiveVersion
 					activeValue[job] = vs[i]
 				case fdbq.Finished:
 					at, want = t[1].(int64), j.FinishedAt.UnixMilli()
@@ -989,15 +993,20 @@ func scanStore(ctx context.Context, db *kv.DB, prefix []byte) (map[simJobRef]*fd
 		}
 		stampAt := map[stampKey]int64{}
 		for i, t := range stamps {
+			// (type, lane, read version, token), the lane the token's.
 			typ, _ := t[0].(string)
-			var rv, token int64
-			ok := len(t) == 3
+			var lane, rv, token int64
+			ok := len(t) == 4
 			if ok {
-				rv, ok = t[1].(int64)
+				lane, ok = t[1].(int64)
 			}
 			if ok {
-				token, ok = t[2].(int64)
+				rv, ok = t[2].(int64)
 			}
+			if ok {
+				token, ok = t[3].(int64)
+			}
+			ok = ok && lane == token%16
 			switch {
 			case !ok:
 				bad(simJobRef{typ: typ}, "a stamp keyed %v", t)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -54,7 +55,8 @@ func (t *hookTx) Commit() error {
 	return t.Transaction.Commit()
 }
 
-// stampsOf returns the read versions of a type's stamps.
+// stampsOf returns the read versions of a type's stamps, oldest first
+// (stamps are keyed by lane, then read version).
 func stampsOf(t *testing.T, db *kv.DB, typ string) []int64 {
 	t.Helper()
 	sub := tuple.FromBytes(stampsPrefix).Sub(typ)
@@ -70,8 +72,9 @@ func stampsOf(t *testing.T, db *kv.DB, typ string) []int64 {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, k[0].(int64))
+		out = append(out, k[1].(int64))
 	}
+	slices.Sort(out)
 	return out
 }
 
