@@ -935,12 +935,11 @@ func scanStore(ctx context.Context, db *kv.DB, prefix []byte) (map[simJobRef]*fd
 					// -priority, key, shard, id).
 					var prio, sched int64
 					var key string
-					var shard int64
 					if ix.tag == 11 {
-						sched, prio, key, shard = t[1].(int64), t[2].(int64), t[3].(string), t[4].(int64)
+						sched, prio, key = t[1].(int64), t[2].(int64), t[3].(string)
 					} else {
-						key, shard, prio, sched = t[1].(string), t[2].(int64), t[3].(int64), t[4].(int64)
-						readyZones[simZone{job.typ, key, shard}] = true
+						key, prio, sched = t[1].(string), t[3].(int64), t[4].(int64)
+						readyZones[simZone{job.typ, key, t[2].(int64)}] = true
 					}
 					if key != j.Key {
 						bad(job, "pending entry in a zone of key %q, record of key %q", key, j.Key)

@@ -21,12 +21,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jobstage/jobstage/consumer"
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/kv"
 	"github.com/jobstage/jobstage/kv/embedded"
 	"github.com/jobstage/jobstage/pipeline"
-	"github.com/jobstage/jobstage/producer"
 )
 
 // Options configure a run. Zero values take the defaults.
@@ -210,17 +208,7 @@ func (b *run) setType(ctx context.Context, name string) error {
 // pipeline builds a pipeline of the no-op handler over typ; handled is
 // called after each handler returns.
 func (b *run) pipeline(typ string, conc int, handled func()) (*pipeline.Pipeline, error) {
-	c, err := consumer.New(func(ctx context.Context, j *consumer.Job[json.RawMessage]) (struct{}, error) {
-		handled()
-		return struct{}{}, nil
-	}, consumer.Options{Concurrency: conc, MaxDemand: 2 * conc, MinDemand: conc})
-	if err != nil {
-		return nil, err
-	}
-	return pipeline.From(producer.New(b.q, typ, producer.Options{BatchLimit: 256})).
-		To(c).
-		WithOptions(pipeline.Options{BatchFinish: !b.o.PerJobFinish}).
-		Build()
+	return b.keyedPipeline(typ, conc, func(string) { handled() })
 }
 
 func (b *run) insert(ctx context.Context, typ, prefix string, from, n, batch int) error {

@@ -93,14 +93,9 @@ func (b *run) newKey(ctx context.Context, typ string) error {
 	if err != nil {
 		return err
 	}
-	if err := p.Start(ctx); err != nil {
-		return err
-	}
 	defer stopPipeline(p)
-	select {
-	case <-warmed:
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := startUntil(ctx, p, warmed); err != nil {
+		return err
 	}
 	b.progress("fairness: %d jobs of a new key, one at a time, against the backlog", b.o.FairSamples)
 	samples := make([]time.Duration, 0, b.o.FairSamples)
@@ -166,14 +161,9 @@ func (b *run) shares(ctx context.Context, typ string) error {
 	if err != nil {
 		return err
 	}
-	if err := p.Start(ctx); err != nil {
-		return err
-	}
 	defer stopPipeline(p)
-	select {
-	case <-done:
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := startUntil(ctx, p, done); err != nil {
+		return err
 	}
 	r := &b.r.Fairness
 	r.SharesJobs, r.Shares = b.o.Shares, map[string]float64{}
@@ -183,6 +173,19 @@ func (b *run) shares(ctx context.Context, typ string) error {
 		r.Shares[k] = float64(n) / float64(b.o.Shares)
 	}
 	return nil
+}
+
+// startUntil starts p and returns once done is closed or ctx ends.
+func startUntil(ctx context.Context, p *pipeline.Pipeline, done <-chan struct{}) error {
+	if err := p.Start(ctx); err != nil {
+		return err
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func stopPipeline(p *pipeline.Pipeline) {
