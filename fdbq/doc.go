@@ -111,14 +111,17 @@
 //	                                      scheduled index: pending jobs that were not due when
 //	                                      indexed, earliest first, then highest priority, and the zone
 //	                                      each goes to when due; the value as in the ready index
-//	(P, 12, type, timeout_ms, read_version, id)
-//	                                      token (8 bytes) of the renewal's stamp: running jobs by the
-//	                                      activity timeout their last renewal (Accept, Heartbeat) gave
-//	                                      them, then by the read version of that renewal's transaction,
-//	                                      which the record keeps
-//	(P, 13, type, read_version, token)    versionstamp of a renewing transaction's commit (versionstamped
-//	                                      value), read by the monitor alone, which clears those older
-//	                                      than every running job's entry
+//	(P, 12, type, lane, timeout_ms, read_version, id)
+//	                                      token (8 bytes) of the renewal's stamp: running jobs by lane
+//	                                      (a hash of the id, one of 16), then by the activity timeout
+//	                                      their last renewal (Accept, Heartbeat) gave them, then by the
+//	                                      read version of that renewal's transaction, which the record
+//	                                      keeps. Within a lane every renewal lands after the last; over
+//	                                      16 lanes a type's renewals land on 16 ranges, not one
+//	(P, 13, type, lane, read_version, token)
+//	                                      versionstamp of a renewing transaction's commit (versionstamped
+//	                                      value), the lane the token's residue mod 16, read by the monitor
+//	                                      alone, which clears those older than every running job's entry
 //	(P, 14)                               uint64 LE: the store's layout version (Layout, now 2), written
 //	                                      by the first CheckLayout; a store with types and without it is
 //	                                      in layout 1, which CheckLayout migrates (Migrate). A version
@@ -211,8 +214,9 @@
 // since; fdbq compares with the read versions of the monitor's own
 // transactions instead, so that no key is written by every heartbeat.
 //
-//   - Accept and Heartbeat renew a job's activity: its entry in (P, 12) is
-//     keyed by their transaction's read version (known inside it, so the
+//   - Accept and Heartbeat renew a job's activity: its entry in (P, 12), in
+//     its lane (the monitor reads each lane's timeouts as groups of their
+//     own), is keyed by their transaction's read version (known inside it, so the
 //     next renewal or the job's end clears it exactly, also within the
 //     same transaction), and it names, by that read version and a random
 //     token, a stamp in (P, 13) that gets the commit's versionstamp. One
