@@ -521,14 +521,6 @@ func (q *Queue) acceptZones(tx kv.Tx, snap kv.ReadTx, typ, lock string, o Accept
 		res.watchChanges = true
 	}
 	allow := map[string]*keyAllowance{}
-	plan, current, err := q.planZones(tx, snap, typ, s, now, tz, current, skipKeys, skipZones, allow, res)
-	if err != nil {
-		return nil, err
-	}
-	total := 0
-	for _, z := range plan {
-		total += s.policy(z.key).weight()
-	}
 	var ids []string
 	take := func(z zone, inZone, withScheduled bool, upTo int) (bool, error) {
 		first := len(res.leases)
@@ -536,38 +528,75 @@ func (q *Queue) acceptZones(tx kv.Tx, snap kv.ReadTx, typ, lock string, o Accept
 		ids = append(ids, got...)
 		return len(res.leases)-first > 0 && len(res.leases) == min(want, upTo), err
 	}
+	for pass := 0; ; pass++ {
+		plan, cur, err := q.planZones(tx, snap, typ, s, now, tz, current, skipKeys, skipZones, allow, res)
+		if err != nil {
+			return nil, err
+		}
+		if err := q.serveZones(plan, want, s, pass == 0, take, skipKeys, res); err != nil {
+			return nil, err
+		}
+		if len(res.leases) > 0 || res.groupWake != nil {
+			return ids, nil
+		}
+		if len(plan) == maxZoneTries {
+			res.moreZones = true // zones are left that this transaction did not read
+			return ids, nil
+		}
+		if cur || pass > 0 {
+			// What it knew was current, or was read again: a part of a
+			// larger index has others to read.
+			res.moreZones = !cur
+			return ids, nil
+		}
+		// What it knew of the zones was older than the watch key (or a
+		// part of the index): read it again once, and serve the zones it
+		// did not read yet.
+		if tz, current, err = q.zonesOf(snap, typ, s, true); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// serveZones takes from the zones of plan (or, with none and
+// withScheduled, from the scheduled index's due entries alone) up to want
+// leases in all: each key its share of want by weight, then more from the
+// zones that gave their whole share.
+func (q *Queue) serveZones(plan []zone, want int, s TypeSettings, withScheduled bool,
+	take func(z zone, inZone, withScheduled bool, upTo int) (bool, error), skipKeys map[string]bool, res *acceptResult) error {
 	if len(plan) == 0 {
-		// No zone: the scheduled index's due entries alone.
+		if !withScheduled {
+			return nil
+		}
 		_, err := take(zone{}, false, true, want)
-		return ids, err
+		return err
+	}
+	total := 0
+	for _, z := range plan {
+		total += s.policy(z.key).weight()
 	}
 	full := make([]bool, len(plan))
 	for i, z := range plan {
 		if len(res.leases) >= want || res.groupWake != nil {
-			break
+			return nil
 		}
 		share := (want*s.policy(z.key).weight() + total - 1) / total
-		if full[i], err = take(z, true, i == 0, len(res.leases)+share); err != nil {
-			return nil, err
+		var err error
+		if full[i], err = take(z, true, withScheduled && i == 0, len(res.leases)+share); err != nil {
+			return err
 		}
 	}
 	for i, z := range plan {
 		if len(res.leases) >= want || res.groupWake != nil {
-			break
+			return nil
 		}
 		if full[i] && !skipKeys[z.key] {
 			if _, err := take(z, true, false, want); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
-	if len(res.leases) == 0 && (len(plan) == maxZoneTries || !current && len(plan) > 0) {
-		// Zones are left that this transaction did not read, or what it
-		// knew of them was a part of the index, or older than the watch
-		// key: look again before waiting on the watch key.
-		res.moreZones = true
-	}
-	return ids, nil
+	return nil
 }
 
 // planZones chooses the zones an accept reads: up to maxZoneTries, of
