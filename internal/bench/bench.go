@@ -449,12 +449,8 @@ func (b *run) latency(ctx context.Context, typ string, n int) error {
 		}
 	}
 	slices.Sort(samples)
-	pct := func(p int) float64 {
-		i := min(len(samples)-1, max(0, (len(samples)*p+99)/100-1))
-		return float64(samples[i]) / float64(time.Millisecond)
-	}
 	b.r.LatencySamples = n
-	b.r.LatencyP50Ms, b.r.LatencyP90Ms, b.r.LatencyP99Ms = pct(50), pct(90), pct(99)
+	b.r.LatencyP50Ms, b.r.LatencyP90Ms, b.r.LatencyP99Ms = percentileMs(samples, 50), percentileMs(samples, 90), percentileMs(samples, 99)
 	b.r.LatencyMaxMs = float64(samples[len(samples)-1]) / float64(time.Millisecond)
 	return nil
 }
