@@ -181,6 +181,8 @@ type acceptResult struct {
 	// again: a job picked could not be taken, and the accept should look
 	// again rather than wait, now that it passes over that job.
 	again bool
+	// notes: what the transaction read of the type's interest entries.
+	notes changeNotes
 }
 
 // Accept takes up to o.Max due jobs of a type, from the zones it chooses
@@ -206,7 +208,16 @@ func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lea
 	// blind: zones with jobs this Accept cannot take, passed over until
 	// it has waited.
 	var blind []zone
+	// interest: the accept's hold on the type's change key, taken the
+	// first time it waits on that key (see interests).
+	var interest *interestHold
+	defer func() { interest.release() }()
 	for {
+		if interest != nil {
+			if err := interest.renew(ctx); err != nil {
+				return nil, err
+			}
+		}
 		// The lock and the claim key are made outside the transaction: if
 		// a commit's result is unknown, the retry finds the claim and
 		// returns the jobs the first attempt took instead of leaving them
@@ -251,6 +262,19 @@ func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lea
 		}
 		if !wait {
 			return nil, nil
+		}
+		if res.watchChanges {
+			if interest == nil {
+				// A change bumps the change key only while some process
+				// holds it: hold it, then read again (a read after the
+				// hold sees what the key would not tell).
+				res.cancel()
+				if interest, err = q.holdInterest(ctx, typ); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			res.next = earliest(res.next, q.nowMs()+max(interest.renewIn().Milliseconds(), 1))
 		}
 		if again, err := q.acceptWait(ctx, res, deadline, &rewatch); !again {
 			return nil, err
@@ -424,7 +448,7 @@ func (q *Queue) acceptTx(tx kv.Tx, typ string, o AcceptOptions, lock string, cla
 	} else if prev != nil {
 		return q.reclaim(tx, typ, lock, prev)
 	}
-	res := &acceptResult{}
+	res := &acceptResult{notes: changeNotes{}}
 	if s.Paused {
 		if wait {
 			res.watch = tx.Watch(q.k.watch(typ))
@@ -748,7 +772,7 @@ func (q *Queue) takePicks(tx kv.Tx, typ, lock string, o AcceptOptions, s TypeSet
 		}
 		skipped := 0
 		for _, c := range cands {
-			l, err := q.take(tx, typ, c, lock, token, now, s)
+			l, err := q.take(tx, typ, c, lock, token, now, s, res.notes)
 			if err != nil {
 				if !errors.Is(err, errUnreadable) {
 					return nil, err
@@ -789,7 +813,7 @@ var errUnreadable = errors.New("fdbq: pending job cannot be taken")
 // take makes candidate c running under lock, or returns nil when its
 // record is no longer pending, or an error wrapping errUnreadable when it
 // cannot be taken.
-func (q *Queue) take(tx kv.Tx, typ string, c candidate, lock string, token, now int64, s TypeSettings) (*Lease, error) {
+func (q *Queue) take(tx kv.Tx, typ string, c candidate, lock string, token, now int64, s TypeSettings, notes changeNotes) (*Lease, error) {
 	// The read conflict is on the job's record, which changes whenever
 	// the job does; an accept's move of its entry to the other index,
 	// which leaves the record as it is, has a write conflict on it.
@@ -827,6 +851,7 @@ func (q *Queue) take(tx kv.Tx, typ string, c candidate, lock string, token, now 
 	next.StartedAt, next.HeartbeatAt = now, now
 	next.ExpiresAt = now + s.ActivityTimeout.Milliseconds()
 	next.renew, next.stampToken = true, token // acceptTx stamps once
+	next.notes = notes
 	next.Error = ""
 	// A new lock: an exit recorded by an earlier lock must not let that
 	// lock's late retries pass as idempotent replays.

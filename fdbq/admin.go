@@ -37,8 +37,7 @@ func (q *Queue) Remove(ctx context.Context, tr kv.Transactor, typ, id string) er
 			}
 			rec, err := decodeStored(b, typ, id)
 			if err == nil {
-				q.drop(tx, typ, id, rec)
-				return nil
+				return q.drop(tx, typ, id, rec)
 			}
 			done, err := q.dropUnreadable(tx, typ, id, b, loc)
 			if err == nil && !done {

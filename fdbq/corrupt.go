@@ -135,8 +135,7 @@ func (q *Queue) dropUnreadable(tx kv.Tx, typ, id string, b []byte, loc *located)
 		}
 	}
 	tx.Clear(q.k.job(typ, id))
-	tx.Add(q.k.change(typ), 1)
-	return true, nil
+	return true, q.changed(tx, typ, nil)
 }
 
 // recordHeader is what precedes a record's text and data in formats 1

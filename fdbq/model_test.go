@@ -335,6 +335,7 @@ func (r *modelRun) expectErr(what string, got, want error) {
 
 func runModel(t *testing.T, seed uint64, ops int) map[string]int {
 	q, c := newQueue(t)
+	holdChanges(t, q, "email")
 	ctx := context.Background()
 	s := fdbq.TypeSettings{
 		ActivityTimeout: 10 * time.Second,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -129,6 +130,9 @@ type Monitor struct {
 	seen    samples
 	longest time.Duration
 	clock   func() time.Time
+	// holds are the monitor's holds on the change keys of idle types
+	// (see idle); its loop alone uses them.
+	holds map[string]*interestHold
 }
 
 // NewMonitor returns a stopped monitor.
@@ -147,7 +151,7 @@ func NewMonitor(q *Queue, o MonitorOptions) *Monitor {
 		clock = time.Now
 	}
 	return &Monitor{q: q, opts: o, life: lifecycle.Lifecycle{Name: "fdbq.Monitor"}, batch: 1000, skipped: map[string]uint64{},
-		seen: samples{spacing: o.Interval / 4}, clock: clock}
+		seen: samples{spacing: o.Interval / 4}, clock: clock, holds: map[string]*interestHold{}}
 }
 
 // sample notes what tx tells of the store's versions: the commits at its
@@ -226,6 +230,7 @@ func (m *Monitor) Stop(ctx context.Context) error {
 // makes no transactions at all.
 func (m *Monitor) loop(ctx context.Context, done chan struct{}) {
 	defer close(done)
+	defer m.releaseInterest(nil)
 	// failures counts the rounds in a row that failed; each doubles the
 	// pause before the next, so a store that keeps failing is not read
 	// every interval.
@@ -302,11 +307,24 @@ func (m *Monitor) idle(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	defer w.cancel()
+	if w.has && w.wait <= 0 {
+		return true, nil
+	}
+	renew, again, err := m.holdInterest(ctx, w.idleTypes)
+	if err != nil || again {
+		return false, err
+	}
+	if renew > 0 {
+		w.rereadIn(renew)
+	}
+	var reread <-chan time.Time
+	if w.reread > 0 && (!w.has || w.reread < w.wait) {
+		t := time.NewTimer(w.reread)
+		defer t.Stop()
+		reread = t.C
+	}
 	var timer <-chan time.Time
 	if w.has {
-		if w.wait <= 0 {
-			return true, nil
-		}
 		t := time.NewTimer(timerMs(w.wait.Milliseconds() + 1))
 		defer t.Stop()
 		timer = t.C
@@ -328,8 +346,56 @@ func (m *Monitor) idle(ctx context.Context) (bool, error) {
 		return false, ctx.Err()
 	case <-timer:
 		return true, nil
+	case <-reread:
+		return false, nil
 	case wt := <-fired:
 		return false, wt.Wait(ctx)
+	}
+}
+
+// holdInterest makes the monitor's holds on change keys those of types:
+// it takes a hold on each it lacks and lets go of the others. again
+// reports that it took one, so that the monitor reads again: its last
+// read may have missed a change that bumped no key. renew is when the
+// first hold must be renewed (0: none held).
+func (m *Monitor) holdInterest(ctx context.Context, types []string) (renew time.Duration, again bool, err error) {
+	want := make(map[string]bool, len(types))
+	for _, typ := range types {
+		want[typ] = true
+	}
+	m.releaseInterest(want)
+	hs := make([]*interestHold, 0, len(types))
+	for _, typ := range types {
+		h := m.holds[typ]
+		if h == nil {
+			h = m.q.refInterest(typ)
+			m.holds[typ], again = h, true
+		}
+		hs = append(hs, h)
+	}
+	if err := m.q.renewInterests(ctx, hs); err != nil {
+		m.releaseInterest(nil)
+		return 0, false, err
+	}
+	for _, h := range hs {
+		if d := h.renewIn(); renew == 0 || d < renew {
+			renew = max(d, time.Millisecond)
+		}
+	}
+	return renew, again, nil
+}
+
+// releaseInterest lets go of the monitor's holds on the types not in keep.
+func (m *Monitor) releaseInterest(keep map[string]bool) {
+	var hs []*interestHold
+	for typ, h := range m.holds {
+		if !keep[typ] {
+			hs = append(hs, h)
+			delete(m.holds, typ)
+		}
+	}
+	if len(hs) > 0 {
+		m.q.releaseInterests(hs)
 	}
 }
 
@@ -338,6 +404,35 @@ type monitorWait struct {
 	wait    time.Duration // from when it was read until the first deadline passes
 	has     bool          // false: nothing has a deadline
 	watches []kv.Watch
+	// reread, if set, is when to read again without a sweep: types
+	// have running jobs (see pollEvery), or holds are to be renewed.
+	reread time.Duration
+	// idleTypes are the types without running jobs, whose change keys
+	// the monitor holds and watches (see idle).
+	idleTypes []string
+}
+
+func (w *monitorWait) rereadIn(d time.Duration) {
+	d = max(d, time.Millisecond)
+	if w.reread == 0 || d < w.reread {
+		w.reread = d
+	}
+}
+
+// pollEvery is how often the monitor reads while a type has running jobs,
+// shortest being the shortest activity timeout among them and current
+// the type's setting: an Interval, or a sixteenth of the shorter of the
+// two if that is longer. A running job's change bumps no key the monitor
+// could watch (a key every job wrote would be the type's hot spot), so
+// it learns of renewals by its own reads: each notes a version and the
+// time (see sample), and a job that stopped renewing is found stale at
+// most this much after its timeout, plus the pause. The same read finds
+// what running jobs bring: finished jobs to keep, claims to clear.
+func (m *Monitor) pollEvery(shortest, current time.Duration) time.Duration {
+	if current > 0 {
+		shortest = min(shortest, current)
+	}
+	return max(m.opts.Interval, shortest/16)
 }
 
 func (w *monitorWait) after(d time.Duration) {
@@ -380,6 +475,11 @@ func (m *Monitor) nextDue(ctx context.Context) (*monitorWait, error) {
 		if err := m.sample(tx); err != nil {
 			return nil, err
 		}
+		defer func() {
+			for _, typ := range w.idleTypes {
+				w.watches = append(w.watches, tx.Watch(q.k.change(typ)))
+			}
+		}()
 		clock, now := m.clock(), q.nowMs()
 		snap := tx.Snapshot()
 		types, err := m.types(snap)
@@ -391,9 +491,21 @@ func (m *Monitor) nextDue(ctx context.Context) (*monitorWait, error) {
 			if t.err != nil {
 				continue // not swept; its settings are reported by Sweep
 			}
-			w.watches = append(w.watches, tx.Watch(q.k.change(t.Name)))
-			if err := m.activityDue(snap, t, clock, w); err != nil {
+			shortest, busy, err := m.activityDue(snap, t, clock, w)
+			if err != nil {
 				return nil, err
+			}
+			if busy {
+				w.rereadIn(m.pollEvery(shortest, t.Settings.ActivityTimeout))
+			} else {
+				w.idleTypes = append(w.idleTypes, t.Name)
+			}
+			if stale, next, err := q.staleInterest(snap, t.Name, now); err != nil {
+				return nil, err
+			} else if len(stale) > 0 {
+				w.after(0)
+			} else if next != 0 {
+				w.afterMs(next, now)
 			}
 			// Stamps no entry names any more are cleared by a sweep.
 			if cut, some, ok, err := m.stampCut(snap, nil, t.Name); err != nil {
@@ -440,23 +552,25 @@ func (m *Monitor) nextDue(ctx context.Context) (*monitorWait, error) {
 // left by an earlier version (deadline-keyed) is due at once, to be moved.
 // An entry whose value does not decode does not wake the monitor; sweeps
 // find it when they run for other reasons.
-func (m *Monitor) activityDue(snap kv.ReadTx, t sweepType, clock time.Time, w *monitorWait) error {
+func (m *Monitor) activityDue(snap kv.ReadTx, t sweepType, clock time.Time, w *monitorWait) (shortest time.Duration, busy bool, err error) {
 	q := m.q
 	if kvs, err := snap.GetRange(q.k.legacyActiveType(t.Name).Range(), kv.RangeOptions{Limit: 1}); err != nil || len(kvs) > 0 {
 		w.after(0)
-		return err
+		return 0, true, err
 	}
 	groups, _, err := m.activeGroups(snap, t.Name)
-	if err != nil {
-		return err
+	if err != nil || len(groups) == 0 {
+		return 0, false, err
 	}
+	shortest = time.Duration(math.MaxInt64)
 	for _, g := range groups {
 		timeout := time.Duration(g.timeoutMs) * time.Millisecond
 		m.timeoutSeen(timeout)
+		shortest = min(shortest, timeout)
 		sub := q.k.activeGroup(t.Name, g)
 		kvs, err := snap.GetRange(sub.Range(), kv.RangeOptions{Limit: activityWindow})
 		if err != nil {
-			return err
+			return 0, true, err
 		}
 		for _, e := range kvs {
 			at, _, ok := parseIndexEntry(sub, e.Key)
@@ -469,7 +583,7 @@ func (m *Monitor) activityDue(snap kv.ReadTx, t sweepType, clock time.Time, w *m
 			}
 			b, err := snap.Get(key)
 			if err != nil {
-				return err
+				return 0, true, err
 			}
 			vs, ok := parseActivity(b)
 			if !ok {
@@ -485,7 +599,7 @@ func (m *Monitor) activityDue(snap kv.ReadTx, t sweepType, clock time.Time, w *m
 			w.after(due.Sub(clock))
 		}
 	}
-	return nil
+	return shortest, true, nil
 }
 
 // maxGroups bounds the timeout groups of a type's running jobs that one
@@ -741,6 +855,11 @@ func (m *Monitor) Sweep(ctx context.Context) (SweepStats, error) {
 				m.opts.Logger.Warn("fdbq: activity monitor could not clear stamps", "type", t.Name, "err", err)
 			}
 		}
+		if t.err == nil && t.staleInterest {
+			if err := m.q.clearStaleInterest(ctx, t.Name); err != nil && ctx.Err() == nil {
+				m.opts.Logger.Warn("fdbq: activity monitor could not clear interest entries", "type", t.Name, "err", err)
+			}
+		}
 	}
 	return st, errors.Join(errs...)
 }
@@ -760,8 +879,12 @@ func (m *Monitor) survey(tx kv.ReadTx, t *sweepType, now int64) error {
 		return err
 	}
 	if r := t.Settings.Retention; r > 0 {
-		t.expiring, err = anyIn(tx, rangeUpTo(k.finishedType(t.Name), now-r.Milliseconds()))
+		if t.expiring, err = anyIn(tx, rangeUpTo(k.finishedType(t.Name), now-r.Milliseconds())); err != nil {
+			return err
+		}
 	}
+	stale, _, err := m.q.staleInterest(tx, t.Name, now)
+	t.staleInterest = len(stale) > 0
 	return err
 }
 
@@ -803,8 +926,9 @@ type sweepType struct {
 	// groups and bad: the timeout groups of its activity index and the
 	// keys in it that belong to none (see activeGroups); stamps: any
 	// renewal stamp; expiring: a finished job past the retention.
-	legacy, stamps, expiring bool
-	groups                   []group
+	// staleInterest: an interest entry its holder stopped renewing.
+	legacy, stamps, expiring, staleInterest bool
+	groups                                  []group
 	bad                      [][]byte
 }
 
@@ -999,8 +1123,7 @@ func (m *Monitor) expire(ctx context.Context, typ string, retention time.Duratio
 	}
 	counts, err := m.sweepIndex(ctx, typ, sub, Finished, plan,
 		func(tx kv.Tx, id string, rec *record) (string, error) {
-			q.drop(tx, typ, id, rec)
-			return "removed", nil
+			return "removed", q.drop(tx, typ, id, rec)
 		})
 	st.add(typ, 0, 0, counts["removed"], counts[skippedJob])
 	return err
@@ -1057,6 +1180,7 @@ func (m *Monitor) sweepIndex(ctx context.Context, typ string, sub tuple.Subspace
 		var last []byte
 		var skipped []skippedEntry
 		err := q.db.Transact(ctx, func(tx kv.Tx) error {
+			notes := changeNotes{}
 			if attempts++; attempts > 1 {
 				n = m.shrinkForRetry()
 			}
@@ -1082,6 +1206,7 @@ func (m *Monitor) sweepIndex(ctx context.Context, typ string, sub tuple.Subspace
 				if rec == nil {
 					continue
 				}
+				rec.notes = notes
 				what, err := act(tx, id, rec)
 				if err != nil {
 					if !jobProblem(err) {

@@ -57,6 +57,8 @@ type Queue struct {
 	// zones is what accepts know of each type's zones with ready jobs.
 	zones *zoneCache
 	intn  func(int) int
+	// interests are the queue's holds on its types' change keys.
+	interests *interests
 }
 
 // New returns a Queue over db.
@@ -81,7 +83,7 @@ func New(db *kv.DB, opts Options) *Queue {
 		intn = mrand.IntN
 	}
 	return &Queue{db: db, k: newKeys(tuple.FromBytes(prefix)), now: now, watches: newWatchShare(waitWatches), log: opts.Logger,
-		zones: &zoneCache{}, intn: intn}
+		zones: &zoneCache{}, intn: intn, interests: newInterests()}
 }
 
 // logger is Options.Logger, or the default logger.
@@ -206,8 +208,7 @@ func (q *Queue) putFrom(tx kv.Tx, typ, id string, old, rec *record, from []byte)
 	}
 	q.countKeyRunning(tx, typ, old, rec)
 	tx.Set(q.k.job(typ, id), b)
-	tx.Add(q.k.change(typ), 1)
-	return nil
+	return q.changed(tx, typ, rec.notes)
 }
 
 // stamp has the commit write its versionstamp to the stamp (rv, token):
@@ -300,12 +301,12 @@ func (q *Queue) markZone(tx kv.Tx, typ string, z zone) error {
 var zoneMarked = []byte{}
 
 // drop deletes a job.
-func (q *Queue) drop(tx kv.Tx, typ, id string, old *record) {
+func (q *Queue) drop(tx kv.Tx, typ, id string, old *record) error {
 	q.countKeyRunning(tx, typ, old, nil)
 	q.unindex(tx, typ, id, old)
 	tx.Add(q.k.countShard(typ, old.State, id), -1)
 	tx.Clear(q.k.job(typ, id))
-	tx.Add(q.k.change(typ), 1)
+	return q.changed(tx, typ, old.notes)
 }
 
 func (q *Queue) unindex(tx kv.Tx, typ, id string, old *record) {

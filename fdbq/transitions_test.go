@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -28,7 +29,22 @@ type trQ struct {
 
 func newTrQ(t *testing.T) *trQ {
 	q, c := newQueue(t)
+	holdChanges(t, q, "email")
 	return &trQ{t: t, q: q, c: c, ctx: context.Background()}
+}
+
+// holdChanges writes an interest entry in typ's change key, as a process
+// that watches it does, so that every change to a job of typ bumps it:
+// the tests that read the counter to see whether a write happened.
+func holdChanges(t *testing.T, q *fdbq.Queue, typ string) {
+	t.Helper()
+	key := tuple.FromBytes(fdbq.DefaultPrefix).MustPack(tuple.Tuple{18, typ, "test"})
+	if err := q.DB().Transact(context.Background(), func(tx kv.Tx) error {
+		tx.Set(key, tuple.Tuple{int64(math.MaxInt64)}.MustPack())
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Keys of the stored layout (doc.go), read directly to prove what was and

@@ -32,8 +32,9 @@ type WaitResult struct {
 // whose watches would not fit, one with more than 32 jobs not there yet,
 // and one whose job watch the store refused (too_many_watches) watch
 // instead the type's change key, bumped by every change to a job of the
-// type: one watch a type, shared too, which wakes them on changes to
-// other jobs of the type as well. After a refusal the queue holds no more
+// type while some process holds an interest in it (the wait does, until
+// it returns; see interests): one watch a type, shared too, which wakes
+// them on changes to other jobs of the type as well. After a refusal the queue holds no more
 // job watches than the store had accepted, for half a minute.
 //
 // A watch that fails with a retryable error has the wait read again after
@@ -62,23 +63,34 @@ func (q *Queue) Wait(ctx context.Context, typ string, ids []string, state State)
 		// store refused a job watch of this wait.
 		watchType bool
 	)
-	defer func() { held.release() }()
+	// interest: the wait's hold on the type's change key, taken the
+	// first time it has to watch that key (see interests).
+	var interest *interestHold
+	defer func() {
+		held.release()
+		interest.release()
+	}()
 	for {
 		coarse := watchType
 		watchType = false
+		if interest != nil {
+			if err := interest.renew(ctx); err != nil {
+				return nil, err
+			}
+		}
 		var (
-			claim *watchClaim
-			stale bool
+			claim          *watchClaim
+			stale, needHold bool
 		)
 		results, err := kv.Transact(ctx, q.db, func(tx kv.Tx) ([]WaitResult, error) {
 			// A retry lets go of what the failed attempt claimed.
 			claim.drop()
-			claim, stale = nil, false
+			claim, stale, needHold = nil, false, false
 			results, targets, err := q.waitRead(tx, typ, ids, state)
 			if err != nil || len(targets) == 0 {
 				return results, err
 			}
-			if claim, stale, err = q.waitClaim(tx, typ, targets, coarse); err != nil {
+			if claim, stale, needHold, err = q.waitClaim(tx, typ, targets, coarse, interest != nil); err != nil {
 				return nil, err
 			}
 			return results, nil
@@ -89,6 +101,16 @@ func (q *Queue) Wait(ctx context.Context, typ string, ids []string, state State)
 			claim.drop()
 			return nil, err
 		}
+		if needHold {
+			// The wait has to watch the change key, which a change bumps
+			// only while some process holds it: hold it, then read
+			// again (a read after the hold sees what it would miss).
+			if interest, err = q.holdInterest(ctx, typ); err != nil {
+				return nil, err
+			}
+			watchType = coarse
+			continue
+		}
 		if stale {
 			// A job changed since this read: read again.
 			continue
@@ -98,7 +120,16 @@ func (q *Queue) Wait(ctx context.Context, typ string, ids []string, state State)
 		}
 		claim.settle()
 		held = claim
-		e, err := claim.wait(ctx)
+		wctx, cancel := ctx, context.CancelFunc(func() {})
+		if interest != nil {
+			// Woken to renew its hold, the wait reads again.
+			wctx, cancel = context.WithTimeout(ctx, interest.renewIn())
+		}
+		e, err := claim.wait(wctx)
+		cancel()
+		if err != nil && ctx.Err() == nil && wctx.Err() != nil {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -147,30 +178,34 @@ func (q *Queue) waitRead(tx kv.Tx, typ string, ids []string, state State) ([]Wai
 // waitClaim claims, in the transaction of a Wait's read, the watches that
 // wake it: those of the job records in targets, or, for a coarse wait, one
 // with more targets than maxJobWatchesPerWait or whose job watches do not
-// fit the budget, the type's change key. It reads the change counter,
-// which orders this read against those of the shared watches (see
-// watchShare), and reports stale, with no claim, when a target changed
-// since the read.
-func (q *Queue) waitClaim(tx kv.Tx, typ string, targets []watchTarget, coarse bool) (*watchClaim, bool, error) {
+// fit the budget, the type's change key. The transaction's read version
+// orders this read against those of the shared watches (see watchShare).
+// It reports stale, with no claim, when a target changed since the read,
+// and needHold, with no claim, when the wait has to watch the change key
+// but holds no interest in it yet (interested).
+func (q *Queue) waitClaim(tx kv.Tx, typ string, targets []watchTarget, coarse, interested bool) (claim *watchClaim, stale, needHold bool, err error) {
+	ver, err := tx.ReadVersion()
+	if err != nil {
+		return nil, false, false, err
+	}
+	if !coarse && len(targets) <= maxJobWatchesPerWait {
+		if claim, stale = q.watches.claim(tx, targets, ver, true); stale {
+			return nil, true, false, nil
+		}
+	}
+	if claim != nil {
+		return claim, false, false, nil
+	}
+	if !interested {
+		return nil, false, true, nil
+	}
 	changeKey := q.k.change(typ)
 	cb, err := tx.Snapshot().Get(changeKey)
 	if err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
-	ver := kv.DecodeInt64(cb)
-	var (
-		claim *watchClaim
-		stale bool
-	)
-	if !coarse && len(targets) <= maxJobWatchesPerWait {
-		if claim, stale = q.watches.claim(tx, targets, ver, true); stale {
-			return nil, true, nil
-		}
-	}
-	if claim == nil {
-		claim, stale = q.watches.claim(tx, []watchTarget{{key: changeKey, seen: digestOf(cb)}}, ver, false)
-	}
-	return claim, stale, nil
+	claim, stale = q.watches.claim(tx, []watchTarget{{key: changeKey, seen: digestOf(cb)}}, ver, false)
+	return claim, stale, false, nil
 }
 
 // waitWoken is what a Wait does once the watch e it waited on is ready,

@@ -56,14 +56,13 @@ const refusalHold = 30 * time.Second
 //   - A watch that has fired or failed is not joined: the Wait makes a
 //     new one in its own transaction, as an unshared Wait does.
 //
-// When the values differ, the type's change counter, which the Wait reads
-// in the same transaction and which grows with every change to a job of
-// the type, orders the two reads. A Wait that read later makes its own
-// watch in its transaction, which becomes the key's shared watch (the old
-// one stays with the Waits that hold it until it fires or they let go). A
-// Wait that read earlier has missed a change since, and reads again at
-// once, as its own watch would have had it do. Equal counters mean no job
-// of the type changed between the reads, so the values are equal too.
+// When the values differ, the read versions of the two transactions
+// order the two reads. A Wait that read later makes its own watch in its
+// transaction, which becomes the key's shared watch (the old one stays
+// with the Waits that hold it until it fires or they let go). A Wait that
+// read earlier has missed a change since, and reads again at once, as its
+// own watch would have had it do. Equal read versions are one snapshot,
+// so the values are equal too.
 //
 // The only change a watch can miss is one whose value is back to the
 // watched value by the time the store compares (A→B→A); job records never
@@ -91,7 +90,7 @@ type sharedWatch struct {
 	key     string
 	job     bool   // a job record's key (counted in jobs), else a change key
 	base    digest // of the value the watch started from
-	ver     int64  // the type's change counter its transaction read
+	ver     int64  // the read version of its transaction
 	refs    int
 	refused bool // the store refused it (too_many_watches)
 	// settled is closed once the transaction that made the watch is done;
@@ -136,7 +135,7 @@ type watchClaim struct {
 }
 
 // claim runs in a Wait's transaction, after its reads, ver being the
-// type's change counter it read. For each target (distinct keys) it takes
+// transaction's read version. For each target (distinct keys) it takes
 // a reference on the live shared watch that started from the value the
 // read saw, or else makes a watch on the key in tx, which the share hands
 // to other Waits at once (they wait for it to settle). For job records,

@@ -1,0 +1,319 @@
+package fdbq
+
+import (
+	"bytes"
+	"context"
+	"sync"
+	"time"
+
+	"github.com/jobstage/jobstage/kv"
+	"github.com/jobstage/jobstage/kv/tuple"
+)
+
+// A type's change key (P, 4, type) wakes the waits that cannot watch each
+// job they wait for (a coarse Wait, an accept passing over zones it cannot
+// take from, an idle monitor). Bumped by every change to a job, it would
+// be the one key every job of a type writes, on one storage team however
+// large the cluster. So a change bumps it only while some process has
+// said it watches it: a holder, one a Queue and type, writes its entry
+// (P, 18, type, holder) = its expiry before it reads what it waits for,
+// and clears it when done. Every transaction that changes a job of the
+// type reads the type's entries with a read conflict (once a transaction
+// and type) and bumps the change key only if there is one.
+//
+// No change is missed. The holder's read begins after its entry's commit
+// (version v). A change that commits after v either read the entries
+// after v, saw the entry and bumped the key, or read them before v and
+// conflicts with the entry's write, so it retries and sees it. A change
+// that committed before v is in what the holder reads. A holder's watch
+// on the change key thus fires for every change it did not read.
+//
+// An entry lives while its holder renews it, every interestLease/2 by the
+// holder's clock; one a crashed process left behind only costs the bumps
+// until a monitor clears it, interestLease after its expiry by the
+// monitor's clock (clock skew up to a lease is harmless; a live holder
+// whose entry a monitor cleared writes it again at its next renewal, and
+// its waits read again then).
+var interestLease = time.Minute
+
+// interests are a Queue's holds on its types' change keys.
+type interests struct {
+	holder string
+	mu     sync.Mutex
+	byType map[string]*interest
+}
+
+// interest is a Queue's hold on one type's change key.
+type interest struct {
+	refs int
+	// renewBy is when the entry must be written again (real time); zero
+	// while none is known to be in the store.
+	renewBy time.Time
+	// busy, when not nil, is closed once the write or clear of the entry
+	// in flight is done.
+	busy chan struct{}
+}
+
+func newInterests() *interests {
+	return &interests{holder: newToken(), byType: map[string]*interest{}}
+}
+
+// interestHold is one holder's reference on a type's interest.
+type interestHold struct {
+	q   *Queue
+	typ string
+}
+
+// holdInterest takes a reference on the queue's interest in typ's changes
+// and returns once its entry is in the store: a read that begins after
+// this sees every change whose commit does not bump the change key.
+func (q *Queue) holdInterest(ctx context.Context, typ string) (*interestHold, error) {
+	h := q.refInterest(typ)
+	if err := q.renewInterests(ctx, []*interestHold{h}); err != nil {
+		h.release()
+		return nil, err
+	}
+	return h, nil
+}
+
+// refInterest takes a reference on the queue's interest in typ's changes,
+// whose entry renewInterests writes.
+func (q *Queue) refInterest(typ string) *interestHold {
+	is := q.interests
+	is.mu.Lock()
+	e := is.byType[typ]
+	if e == nil {
+		e = &interest{}
+		is.byType[typ] = e
+	}
+	e.refs++
+	is.mu.Unlock()
+	return &interestHold{q: q, typ: typ}
+}
+
+// renew writes the hold's entry again if its renewal is due (or it is not
+// in the store), and waits for a write or clear of it in flight.
+func (h *interestHold) renew(ctx context.Context) error {
+	return h.q.renewInterests(ctx, []*interestHold{h})
+}
+
+// renewInterests writes, in one transaction, the entries of the holds
+// (of distinct types) whose renewal is due or that are not in the store,
+// once no write or clear of them is in flight.
+func (q *Queue) renewInterests(ctx context.Context, hs []*interestHold) error {
+	is := q.interests
+	is.mu.Lock()
+	var due []*interest
+	var keys [][]byte
+	for {
+		due, keys = due[:0], keys[:0]
+		var busy chan struct{}
+		now := time.Now()
+		for _, h := range hs {
+			e := is.byType[h.typ]
+			if e.busy != nil {
+				busy = e.busy
+				break
+			}
+			if e.renewBy.IsZero() || !now.Before(e.renewBy) {
+				due = append(due, e)
+				keys = append(keys, q.k.interest(h.typ).MustPack(tuple.Tuple{is.holder}))
+			}
+		}
+		if busy == nil {
+			break
+		}
+		is.mu.Unlock()
+		select {
+		case <-busy:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		is.mu.Lock()
+	}
+	if len(due) == 0 {
+		is.mu.Unlock()
+		return nil
+	}
+	done := make(chan struct{})
+	for _, e := range due {
+		e.busy = done
+	}
+	is.mu.Unlock()
+	start := time.Now()
+	_, err := kv.Transact(ctx, q.db, func(tx kv.Tx) (struct{}, error) {
+		v := tuple.Tuple{q.nowMs() + interestLease.Milliseconds()}.MustPack()
+		for _, k := range keys {
+			tx.Set(k, v)
+		}
+		return struct{}{}, nil
+	})
+	is.mu.Lock()
+	close(done)
+	for _, e := range due {
+		e.busy = nil
+		if err == nil {
+			e.renewBy = start.Add(interestLease / 2)
+		}
+	}
+	is.mu.Unlock()
+	return err
+}
+
+// renewIn is how long until the hold's entry must be written again.
+func (h *interestHold) renewIn() time.Duration {
+	is := h.q.interests
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	return max(time.Until(is.byType[h.typ].renewBy), 0)
+}
+
+// release drops the reference (nil: none); the last one clears the entry.
+// A clear that fails leaves the entry to expire.
+func (h *interestHold) release() {
+	if h != nil {
+		h.q.releaseInterests([]*interestHold{h})
+	}
+}
+
+// releaseInterests drops the references hs (of distinct types) and clears,
+// in one transaction, the entries of those that were the last, unless a
+// reference is taken meanwhile (the entry then stays for it).
+func (q *Queue) releaseInterests(hs []*interestHold) {
+	is := q.interests
+	is.mu.Lock()
+	var last []string
+	for _, h := range hs {
+		e := is.byType[h.typ]
+		if e.refs--; e.refs == 0 {
+			last = append(last, h.typ)
+		}
+	}
+	for len(last) > 0 {
+		var busy chan struct{}
+		var clear []*interest
+		var keys [][]byte
+		var typs []string
+		for _, typ := range last {
+			e := is.byType[typ]
+			if e == nil || e.refs > 0 {
+				continue
+			}
+			if e.busy != nil {
+				busy = e.busy
+				typs = append(typs, typ)
+				continue
+			}
+			clear = append(clear, e)
+			keys = append(keys, q.k.interest(typ).MustPack(tuple.Tuple{is.holder}))
+		}
+		if len(clear) > 0 {
+			done := make(chan struct{})
+			for _, e := range clear {
+				e.busy, e.renewBy = done, time.Time{}
+			}
+			is.mu.Unlock()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, _ = kv.Transact(ctx, q.db, func(tx kv.Tx) (struct{}, error) {
+				for _, k := range keys {
+					tx.Clear(k)
+				}
+				return struct{}{}, nil
+			})
+			cancel()
+			is.mu.Lock()
+			close(done)
+			for _, e := range clear {
+				e.busy = nil
+			}
+			for typ, e := range is.byType {
+				if e.refs == 0 && e.busy == nil && e.renewBy.IsZero() {
+					delete(is.byType, typ)
+				}
+			}
+		}
+		if busy == nil {
+			break
+		}
+		// A write in flight (its holder has let go since): clear after it.
+		is.mu.Unlock()
+		<-busy
+		is.mu.Lock()
+		last = typs
+	}
+	is.mu.Unlock()
+}
+
+// changeNotes is what a transaction that changes several jobs learned of
+// their types' interest entries, so that it reads each type's once and
+// bumps each change key once.
+type changeNotes map[string]bool
+
+// changed notes, in a transaction that changes a job of typ, that the
+// type's change key moves if a holder watches it (see interests). notes,
+// if not nil, remembers the types done in this transaction.
+func (q *Queue) changed(tx kv.Tx, typ string, notes changeNotes) error {
+	if notes != nil {
+		if _, done := notes[typ]; done {
+			return nil
+		}
+	}
+	kvs, err := tx.GetRange(q.k.interest(typ).Range(), kv.RangeOptions{Limit: 1})
+	if err != nil {
+		return err
+	}
+	if len(kvs) > 0 {
+		tx.Add(q.k.change(typ), 1)
+	}
+	if notes != nil {
+		notes[typ] = len(kvs) > 0
+	}
+	return nil
+}
+
+// maxInterestScan bounds the interest entries of a type one read goes
+// through: one a process, so more means processes came and went faster
+// than monitors cleared them; the rest are reached as the first clear.
+const maxInterestScan = 1000
+
+// staleInterest reads typ's interest entries and returns the keys of
+// those that expired at least interestLease before now (or do not
+// decode), other than this queue's own, and the earliest time, in ms, at which another does (0: none).
+func (q *Queue) staleInterest(tx kv.ReadTx, typ string, now int64) (stale [][]byte, next int64, err error) {
+	sub := q.k.interest(typ)
+	kvs, err := tx.GetRange(sub.Range(), kv.RangeOptions{Limit: maxInterestScan})
+	if err != nil {
+		return nil, 0, err
+	}
+	own := sub.MustPack(tuple.Tuple{q.interests.holder})
+	for _, e := range kvs {
+		if bytes.Equal(e.Key, own) {
+			continue // renewed by this process, whatever its clock says
+		}
+		t, err := tuple.Unpack(e.Value)
+		var exp int64
+		ok := err == nil && len(t) == 1
+		if ok {
+			exp, ok = t[0].(int64)
+		}
+		switch gone := exp + interestLease.Milliseconds(); {
+		case !ok || gone <= now:
+			stale = append(stale, e.Key)
+		case next == 0 || gone < next:
+			next = gone
+		}
+	}
+	return stale, next, nil
+}
+
+// clearStaleInterest clears the entries of typ's holders that stopped
+// renewing them (see staleInterest), read again in its own transaction.
+func (q *Queue) clearStaleInterest(ctx context.Context, typ string) error {
+	return q.db.Transact(ctx, func(tx kv.Tx) error {
+		stale, _, err := q.staleInterest(tx, typ, q.nowMs())
+		for _, k := range stale {
+			tx.Clear(k)
+		}
+		return err
+	})
+}
