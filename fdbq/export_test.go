@@ -2,6 +2,7 @@ package fdbq
 
 import (
 	"context"
+	"time"
 
 	"github.com/jobstage/jobstage/kv"
 )
@@ -35,3 +36,14 @@ func SetMaxZoneScan(n int) func() {
 
 // LaneOf is the lane of job id's activity entry.
 func LaneOf(id string) int { return laneOf(id) }
+
+// SetInterestLease sets how long an interest entry lives unrenewed, until
+// the returned func puts it back.
+func SetInterestLease(d time.Duration) func() {
+	was := interestLease
+	interestLease = d
+	return func() { interestLease = was }
+}
+
+// InterestHolder is the holder name of q's interest entries.
+func (q *Queue) InterestHolder() string { return q.interests.holder }

@@ -3,6 +3,7 @@ package fdbq
 import (
 	"bytes"
 	"context"
+	"math"
 	"sync"
 	"time"
 
@@ -296,7 +297,11 @@ func (q *Queue) staleInterest(tx kv.ReadTx, typ string, now int64) (stale [][]by
 		if ok {
 			exp, ok = t[0].(int64)
 		}
-		switch gone := exp + interestLease.Milliseconds(); {
+		gone := exp
+		if lease := interestLease.Milliseconds(); exp <= math.MaxInt64-lease {
+			gone = exp + lease
+		}
+		switch {
 		case !ok || gone <= now:
 			stale = append(stale, e.Key)
 		case next == 0 || gone < next:
