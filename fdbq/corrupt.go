@@ -212,7 +212,7 @@ func (q *Queue) locate(ctx context.Context, typ, id string, b []byte) (*located,
 		{Pending, q.k.scheduledType(typ), shapeScheduled},
 		{Running, q.k.legacyActiveType(typ), shapeByTime},
 		{Running, q.k.activeType(typ), shapeActive},
-		{Finished, q.k.finishedType(typ), shapeByTime},
+		{Finished, q.k.finishedType(typ), shapeFinished},
 	} {
 		s, r := ix.s, ix.sub.Range()
 		for {

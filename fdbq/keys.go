@@ -336,11 +336,22 @@ func (k keys) legacyActive(typ string, expiresMs int64, id string) []byte {
 
 func (k keys) legacyActiveType(typ string) tuple.Subspace { return k.root.Sub(tagLegacyActive, typ) }
 
+// finished is a finished job's entry: (P, 6, type, lane, finished_ms,
+// id), lane being laneOf(id). Keyed by time, one range would take every
+// finish of the type on its last shard; in lanes, like the activity
+// index, finishes land on activityLanes shards at once.
 func (k keys) finished(typ string, finishedMs int64, id string) []byte {
-	return indexKey(k.of(typ).done, finishedMs, id)
+	p := k.of(typ).done
+	b := append(make([]byte, 0, len(p)+len(id)+14), p...)
+	return appendString(appendInt(appendInt(b, int64(laneOf(id))), finishedMs), id)
 }
 
 func (k keys) finishedType(typ string) tuple.Subspace { return k.root.Sub(tagFinished, typ) }
+
+// finishedLane is the finished entries of one lane of a type, by time.
+func (k keys) finishedLane(typ string, lane int) tuple.Subspace {
+	return k.root.Sub(tagFinished, typ, int64(lane))
+}
 
 // count is the key under which a type's count of jobs in state s is
 // kept: the count is the sum of the keys of its range (countRange).

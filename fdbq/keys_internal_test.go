@@ -23,7 +23,7 @@ func TestKeysArePackedTuples(t *testing.T) {
 					check(t, k.stamp(typ, -v, v), tuple.Tuple{tagStamp, typ, v % activityLanes, -v, v})
 				}
 				check(t, k.legacyActive(typ, v, id), tuple.Tuple{tagLegacyActive, typ, v, id})
-				check(t, k.finished(typ, v, id), tuple.Tuple{tagFinished, typ, v, id})
+				check(t, k.finished(typ, v, id), tuple.Tuple{tagFinished, typ, laneOf(id), v, id})
 				if v != math.MinInt64 {
 					z := zone{key: id, shard: int(uint64(v) % MaxZones)}
 					check(t, k.pending(typ, z, int(v), -v, id), tuple.Tuple{tagPending, typ, id, int64(z.shard), -int(v), -v, id})
@@ -49,7 +49,7 @@ func FuzzKeysArePackedTuples(f *testing.F) {
 		k := newKeys(tuple.FromBytes(DefaultPrefix))
 		check(t, k.job(typ, id), tuple.Tuple{tagJob, typ, id})
 		check(t, k.active(typ, a, b, id), tuple.Tuple{tagActive, typ, laneOf(id), a, b, id})
-		check(t, k.finished(typ, b, id), tuple.Tuple{tagFinished, typ, b, id})
+		check(t, k.finished(typ, b, id), tuple.Tuple{tagFinished, typ, laneOf(id), b, id})
 		if a != math.MinInt64 {
 			z := zone{key: typ, shard: int(uint64(b) % MaxZones)}
 			check(t, k.pending(typ, z, int(a), b, id), tuple.Tuple{tagPending, typ, typ, int64(z.shard), -int(a), b, id})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 
 	"github.com/jobstage/jobstage/kv"
@@ -13,15 +14,17 @@ import (
 // Layout is the version of the data model (see the package doc) this
 // fdbq reads and writes. A store keeps the version it is in at (P, 14);
 // one written before that key existed is in layout 1. Layout 2 put the
-// ready and scheduled indexes in zones (see Fairness in the package doc).
-const Layout = 2
+// ready and scheduled indexes in zones (see Fairness in the package doc)
+// and the activity index in lanes; layout 3 put the finished index in
+// lanes too.
+const Layout = 3
 
 // ErrLayout: the store is in a layout this version of fdbq does not read
 // or write. Detail says which layout and what to do.
 var ErrLayout = errors.New("fdbq: the store's data layout is not this version's")
 
 // CheckLayout checks that the store is in Layout, migrating it from
-// layout 1 first (Migrate), and records that it is if it says nothing yet
+// layout 1 or 2 first (Migrate), and records that it is if it says nothing yet
 // (a new store). A program calls it once it opens the store, before
 // anything else: jobstage.Open, `jobstage serve` and the benchmark do. A
 // store in a layout this version cannot read is *Error of ErrLayout, with
@@ -40,7 +43,7 @@ func (q *Queue) CheckLayout(ctx context.Context, tr kv.Transactor) error {
 		return nil
 	case v > Layout:
 		return errorf(ErrLayout, "the store is in layout %d, written by a newer version of jobstage; this one reads layout %d: run that version or a later one", v, Layout)
-	case v == 1:
+	case v == 1 || v == 2:
 		_, err := q.Migrate(ctx, tr)
 		return err
 	default:
@@ -92,25 +95,28 @@ type MigrateStats struct {
 // migrateBatch bounds the entries one transaction of Migrate moves.
 const migrateBatch = 500
 
-// Migrate brings a store in layout 1 to Layout, in transactions of at
+// Migrate brings a store in layout 1 or 2 to Layout, in transactions of at
 // most migrateBatch entries, and writes the layout key last: each type's
 // ready and scheduled entries of layout 1, (P, 2, type, -priority,
 // sched_ms, id) and (P, 11, type, sched_ms, -priority, id), move to the
 // zone ("", 0) of layout 2, where records written before zones are, and
 // the zones are marked; its activity entries (P, 12, type, timeout_ms,
 // read_version, id) and renewal stamps (P, 13, type, read_version, token)
-// move to their lanes. An interrupted migration is taken up again by the
-// next; every process of an earlier version must be stopped first, since
-// those write layout 1's entries. A store already in Layout is left as it
-// is. It logs a line when it begins and one when it is done.
+// move to their lanes; its finished entries of layouts 1 and 2, (P, 6,
+// type, finished_ms, id), move to their lanes (layout 3). Each index is
+// read whole, and keys already in the new layout are left, so a store in
+// layout 2 has only its finished entries moved. An interrupted migration
+// is taken up again by the next; every process of an earlier version must
+// be stopped first, since those write the earlier layout's entries. A
+// store already in Layout is left as it is. It logs a line when it begins and one when it is done.
 func (q *Queue) Migrate(ctx context.Context, tr kv.Transactor) (MigrateStats, error) {
 	v, err := q.layout(ctx, tr)
 	st := MigrateStats{From: v, To: v}
 	if err != nil || v == Layout {
 		return st, err
 	}
-	if v != 1 {
-		return st, errorf(ErrLayout, "the store is in layout %d; this version migrates from layout 1 only", v)
+	if v != 1 && v != 2 {
+		return st, errorf(ErrLayout, "the store is in layout %d; this version migrates from layouts 1 and 2 only", v)
 	}
 	types, err := kv.ReadTransact(ctx, tr, func(tx kv.ReadTx) ([]string, error) {
 		kvs, err := tx.GetRange(q.k.types().Range(), kv.RangeOptions{})
@@ -128,7 +134,11 @@ func (q *Queue) Migrate(ctx context.Context, tr kv.Transactor) (MigrateStats, er
 	if err != nil {
 		return st, err
 	}
-	q.logger().Info("fdbq: migrating the store from layout 1 to 2 (pending jobs into zones, running ones into lanes)", "types", len(types))
+	what := "finished jobs into lanes"
+	if v == 1 {
+		what = "pending jobs into zones, running and finished ones into lanes"
+	}
+	q.logger().Info(fmt.Sprintf("fdbq: migrating the store from layout %d to %d (%s)", v, Layout, what), "types", len(types))
 	for _, typ := range types {
 		for index := range q.migrations(typ) {
 			for {
@@ -150,14 +160,14 @@ func (q *Queue) Migrate(ctx context.Context, tr kv.Transactor) (MigrateStats, er
 		return st, err
 	}
 	st.To = Layout
-	q.logger().Info("fdbq: migrated the store to layout 2", "entries", st.Moved)
+	q.logger().Info(fmt.Sprintf("fdbq: migrated the store to layout %d", Layout), "entries", st.Moved)
 	return st, nil
 }
 
-// migrations are layout 1's keys that layout 2 keys otherwise, by index:
-// each turns a key of layout 1, as the tuple after the index's prefix,
-// into the key of layout 2, or reports false for a key that is not
-// layout 1's (layout 2's, or not one fdbq writes).
+// migrations are the keys of earlier layouts that Layout keys otherwise,
+// by index: each turns such a key, as the tuple after the index's prefix,
+// into the key of Layout, or reports false for a key that is not an
+// earlier layout's (Layout's, or not one fdbq writes).
 func (q *Queue) migrations(typ string) []struct {
 	sub     tuple.Subspace
 	convert func(t tuple.Tuple) ([]byte, bool)
@@ -206,6 +216,17 @@ func (q *Queue) migrations(typ string) []struct {
 			}
 			return q.k.active(typ, v[0], v[1], id), true
 		}},
+		{q.k.finishedType(typ), func(t tuple.Tuple) ([]byte, bool) { // (finished_ms, id)
+			if len(t) != 2 {
+				return nil, false
+			}
+			at, ok := t[0].(int64)
+			id, ok2 := t[1].(string)
+			if !ok || !ok2 {
+				return nil, false
+			}
+			return q.k.finished(typ, at, id), true
+		}},
 		{q.k.stampType(typ), func(t tuple.Tuple) ([]byte, bool) { // (read version, token)
 			if len(t) != 2 {
 				return nil, false
@@ -220,7 +241,7 @@ func (q *Queue) migrations(typ string) []struct {
 }
 
 // migrateEntries moves up to migrateBatch of the keys of layout 1 of one
-// of the type's indexes (migrations) to layout 2's, with their values, and
+// of the type's indexes (migrations) to Layout's, with their values, and
 // marks the zone of the ready entries it moves.
 func (q *Queue) migrateEntries(ctx context.Context, tr kv.Transactor, typ string, index int) (int, error) {
 	m := q.migrations(typ)[index]
@@ -239,7 +260,7 @@ func (q *Queue) migrateEntries(ctx context.Context, tr kv.Transactor, typ string
 				}
 				key, ok := m.convert(t)
 				if !ok {
-					continue // layout 2's, or not a key fdbq writes
+					continue // Layout's, or not a key fdbq writes
 				}
 				tx.Clear(e.Key)
 				tx.Set(key, e.Value)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -60,8 +61,8 @@ func TestCheckLayout(t *testing.T) {
 		is     error
 		detail string
 	}{
-		{le(fdbq.Layout + 1), fdbq.ErrLayout, "the store is in layout 3, written by a newer version of jobstage; this one reads layout 2: run that version or a later one"},
-		{le(0), fdbq.ErrLayout, "the store is in layout 0; this version reads layout 2 and has no migration from it"},
+		{le(fdbq.Layout + 1), fdbq.ErrLayout, fmt.Sprintf("the store is in layout %d, written by a newer version of jobstage; this one reads layout %d: run that version or a later one", fdbq.Layout+1, fdbq.Layout)},
+		{le(0), fdbq.ErrLayout, fmt.Sprintf("the store is in layout 0; this version reads layout %d and has no migration from it", fdbq.Layout)},
 		{[]byte("v2"), fdbq.ErrCorrupt, `holds "v2", not a layout version`},
 	} {
 		setLayout(t, db, c.value)
@@ -145,10 +146,16 @@ func TestMigrateFromLayout1(t *testing.T) {
 	if err != nil || len(running) != 50 {
 		t.Fatalf("accept: %d, %v", len(running), err)
 	}
+	// Some finished: their entries are migrated too.
+	for _, l := range running[30:] {
+		if err := q.Finish(ctx, db, l, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
 	root := tuple.FromBytes(fdbq.DefaultPrefix)
 	// Rewrite the entries as layout 1 had them, and drop the zone's mark.
 	if err := db.Transact(ctx, func(tx kv.Tx) error {
-		for _, tag := range []int{2, 11, 12, 13} {
+		for _, tag := range []int{2, 6, 11, 12, 13} {
 			sub := root.Sub(tag, "email")
 			kvs, err := tx.GetRange(sub.Range(), kv.RangeOptions{})
 			if err != nil {
@@ -169,6 +176,8 @@ func TestMigrateFromLayout1(t *testing.T) {
 					tx.Set(root.MustPack(tuple.Tuple{12, "email", k[1], k[2], k[3]}), e.Value)
 				case 13: // lane, read version, token
 					tx.Set(root.MustPack(tuple.Tuple{13, "email", k[1], k[2]}), e.Value)
+				case 6: // lane, finished, id
+					tx.Set(root.MustPack(tuple.Tuple{6, "email", k[1], k[2]}), e.Value)
 				}
 			}
 		}
@@ -184,7 +193,7 @@ func TestMigrateFromLayout1(t *testing.T) {
 	// Its transactions conflict, fail unknown after applying or not.
 	fdb, _ := kvtest.NewFaultyDB(db, kvtest.FaultOptions{Seed: 3, ConflictRate: 0.2, UnknownAppliedRate: 0.2, UnknownNotAppliedRate: 0.1})
 	st, err := fdbq.New(fdb, fdbq.Options{Logger: slog.New(slog.NewTextHandler(&log, nil))}).Migrate(ctx, fdb)
-	if err != nil || st.To != fdbq.Layout || st.From != 1 || st.Moved > n+1 { // 1,150 pending, 50 running, their stamp
+	if err != nil || st.To != fdbq.Layout || st.From != 1 || st.Moved > n+1 { // 1,150 pending, 30 running, their stamp, 20 finished
 		t.Fatalf("migrate: %+v, %v", st, err)
 	}
 	if err := q.CheckLayout(ctx, db); err != nil {
@@ -193,7 +202,7 @@ func TestMigrateFromLayout1(t *testing.T) {
 	if got := getKey(t, db, layoutKey()); string(got) != string(le(fdbq.Layout)) {
 		t.Fatalf("layout key %x after the migration", got)
 	}
-	if !strings.Contains(log.String(), "migrating the store from layout 1 to 2") {
+	if !strings.Contains(log.String(), fmt.Sprintf("migrating the store from layout 1 to %d", fdbq.Layout)) {
 		t.Fatalf("no log line of the migration:\n%s", log.String())
 	}
 	if again, err := q.Migrate(ctx, db); err != nil || again.Moved != 0 || again.From != fdbq.Layout {
@@ -223,5 +232,94 @@ func TestMigrateFromLayout1(t *testing.T) {
 	}
 	if want := n - (n+2)/3 - 50; taken != want {
 		t.Fatalf("accepted %d due jobs after the migration, want %d", taken, want)
+	}
+}
+
+// A store in layout 2 (finished entries by time alone) is migrated to
+// layout 3: its finished entries move to their lanes, and nothing else is
+// rewritten. The listing of finished jobs is in finish order before and
+// after.
+func TestMigrateFromLayout2(t *testing.T) {
+	ctx := context.Background()
+	db := jobtest.OpenDB(t)
+	var log strings.Builder
+	q := fdbq.New(db, fdbq.Options{Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	if err := q.SetType(ctx, db, "email", fdbq.DefaultTypeSettings()); err != nil {
+		t.Fatal(err)
+	}
+	const n = 700 // more than one transaction of the migration
+	for i := range n {
+		if _, err := q.Add(ctx, db, fdbq.NewJob{Type: "email", ID: fmt.Sprintf("j%04d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for {
+		ls, err := q.Accept(ctx, "email", fdbq.AcceptOptions{Max: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ls) == 0 {
+			break
+		}
+		for _, l := range ls {
+			if err := q.Finish(ctx, db, l, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	listAll := func() []string {
+		var ids []string
+		o := fdbq.ListOptions{State: fdbq.Finished, Limit: 64}
+		for {
+			p, err := q.List(ctx, db, "email", o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Unreadable) > 0 {
+				t.Fatalf("unreadable entries listed: %v", p.Unreadable)
+			}
+			for _, j := range p.Jobs {
+				ids = append(ids, j.ID)
+			}
+			if o.Cursor = p.Next; o.Cursor == "" {
+				return ids
+			}
+		}
+	}
+	want := listAll()
+	if len(want) != n {
+		t.Fatalf("%d finished jobs listed, want %d", len(want), n)
+	}
+	root := tuple.FromBytes(fdbq.DefaultPrefix)
+	sub := root.Sub(6, "email")
+	if err := db.Transact(ctx, func(tx kv.Tx) error {
+		kvs, err := tx.GetRange(sub.Range(), kv.RangeOptions{})
+		if err != nil {
+			return err
+		}
+		for _, e := range kvs {
+			k, err := sub.Unpack(e.Key)
+			if err != nil {
+				return err
+			}
+			tx.Clear(e.Key)
+			tx.Set(sub.MustPack(tuple.Tuple{k[1], k[2]}), e.Value) // finished, id
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	setLayout(t, db, le(2))
+	fdb, _ := kvtest.NewFaultyDB(db, kvtest.FaultOptions{Seed: 5, ConflictRate: 0.2, UnknownAppliedRate: 0.2, UnknownNotAppliedRate: 0.1})
+	st, err := fdbq.New(fdb, fdbq.Options{Logger: slog.New(slog.NewTextHandler(&log, nil))}).Migrate(ctx, fdb)
+	if err != nil || st.From != 2 || st.To != fdbq.Layout || st.Moved != n {
+		t.Fatalf("migrate: %+v, %v; want %d entries moved", st, err, n)
+	}
+	if !strings.Contains(log.String(), fmt.Sprintf("migrating the store from layout 2 to %d (finished jobs into lanes)", fdbq.Layout)) {
+		t.Fatalf("no log line of the migration:\n%s", log.String())
+	}
+	checkStore(t, db)
+	if got := listAll(); !slices.Equal(got, want) {
+		t.Fatalf("finished jobs listed after the migration: %d, first %v; want %d in finish order", len(got), got[:min(5, len(got))], len(want))
 	}
 }

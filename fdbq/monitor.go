@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -524,12 +524,14 @@ func (m *Monitor) nextDue(ctx context.Context) (*monitorWait, error) {
 			}
 			if t.Settings.Retention > 0 {
 				r := t.Settings.Retention.Milliseconds()
-				at, ok, err := firstEntry(snap, q.k.finishedType(t.Name))
-				if err != nil {
-					return nil, err
-				}
-				if ok {
-					w.afterMs(at+r, now)
+				for lane := range activityLanes {
+					at, ok, err := firstEntry(snap, q.k.finishedLane(t.Name, lane))
+					if err != nil {
+						return nil, err
+					}
+					if ok {
+						w.afterMs(at+r, now)
+					}
 				}
 			}
 		}
@@ -827,8 +829,8 @@ func (m *Monitor) Sweep(ctx context.Context) (SweepStats, error) {
 				errs = append(errs, err)
 			}
 		}
-		if t.expiring {
-			if err := m.expire(ctx, t.Name, t.Settings.Retention, &st); err != nil {
+		for _, lane := range t.expiring {
+			if err := m.expire(ctx, t.Name, lane, t.Settings.Retention, &st); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -879,8 +881,14 @@ func (m *Monitor) survey(tx kv.ReadTx, t *sweepType, now int64) error {
 		return err
 	}
 	if r := t.Settings.Retention; r > 0 {
-		if t.expiring, err = anyIn(tx, rangeUpTo(k.finishedType(t.Name), now-r.Milliseconds())); err != nil {
-			return err
+		for lane := range activityLanes {
+			some, err := anyIn(tx, rangeUpTo(k.finishedLane(t.Name, lane), now-r.Milliseconds()))
+			if err != nil {
+				return err
+			}
+			if some {
+				t.expiring = append(t.expiring, lane)
+			}
 		}
 	}
 	stale, _, err := m.q.staleInterest(tx, t.Name, now)
@@ -925,11 +933,14 @@ type sweepType struct {
 	// legacy: running jobs of an earlier version to move (see migrate);
 	// groups and bad: the timeout groups of its activity index and the
 	// keys in it that belong to none (see activeGroups); stamps: any
-	// renewal stamp; expiring: a finished job past the retention.
-	// staleInterest: an interest entry its holder stopped renewing.
-	legacy, stamps, expiring, staleInterest bool
-	groups                                  []group
-	bad                      [][]byte
+	// renewal stamp.
+	// expiring: the lanes of the finished index with a job past the
+	// retention; staleInterest: an interest entry its holder stopped
+	// renewing.
+	legacy, stamps, staleInterest bool
+	expiring                      []int
+	groups                        []group
+	bad                           [][]byte
 }
 
 // types reads the registered types and their settings, as registry does
@@ -1109,10 +1120,10 @@ func (m *Monitor) migrate(ctx context.Context, typ string, st *SweepStats) error
 	return err
 }
 
-// expire removes finished jobs older than the retention.
-func (m *Monitor) expire(ctx context.Context, typ string, retention time.Duration, st *SweepStats) error {
+// expire removes the finished jobs of a lane older than the retention.
+func (m *Monitor) expire(ctx context.Context, typ string, lane int, retention time.Duration, st *SweepStats) error {
 	q := m.q
-	sub := q.k.finishedType(typ)
+	sub := q.k.finishedLane(typ, lane)
 	plan := func() (sweepPlan, bool) {
 		return sweepPlan{
 			end: rangeUpTo(sub, q.nowMs()-retention.Milliseconds()).End,

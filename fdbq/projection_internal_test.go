@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"sync"
@@ -20,7 +21,8 @@ import (
 )
 
 // TestProjectionOneType runs the whole cycle of one type's jobs — add,
-// accept, two heartbeats, finish — through a TracingBackend, and projects
+// accept, two heartbeats, finish — beside an activity monitor, through a
+// TracingBackend, and projects
 // the writes of every window of jobs onto clusters of 1, 8, 64 and 512
 // shards (kvtest.Projection). It logs the table; run it with -v:
 //
@@ -76,6 +78,13 @@ func TestProjectionOneType(t *testing.T) {
 	if err := q.SetType(ctx, db, typ, s); err != nil {
 		t.Fatal(err)
 	}
+	// An activity monitor runs beside the jobs, as in every deployment:
+	// its holds and reads are in the trace.
+	m := NewMonitor(q, MonitorOptions{Logger: slog.New(slog.DiscardHandler)})
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Stop(context.Background()) })
 	tr.Take() // the type's registration is not a job's
 
 	noMarkers := func(w kvtest.Write) int64 {

@@ -966,7 +966,12 @@ func scanStore(ctx context.Context, db *kv.DB, prefix []byte) (map[simJobRef]*fd
 					at, want = t[3].(int64), j.ActiveVersion
 					activeValue[job] = vs[i]
 				case fdbq.Finished:
-					at, want = t[1].(int64), j.FinishedAt.UnixMilli()
+					// (type, lane, finished, id)
+					if lane := fdbq.LaneOf(job.id); len(t) != 4 || t[1].(int64) != int64(lane) {
+						bad(job, "finished entry %v not in the id's lane %d", t, lane)
+						continue
+					}
+					at, want = t[2].(int64), j.FinishedAt.UnixMilli()
 				}
 				if at != want {
 					bad(job, "%s entry at %d, record at %d", ix.state, at, want)

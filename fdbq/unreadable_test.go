@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -371,5 +372,106 @@ func TestUnreadableErrorFields(t *testing.T) {
 	if !errors.As(err, &fe) || fe.Err != fdbq.ErrCorrupt ||
 		fe.Detail != "job email/bad: corrupt record: unknown format 0x7f (cannot cancel it; removing the job is all that can be done with it)" {
 		t.Fatalf("cancel: %#v (%v)", fe, err)
+	}
+}
+
+// Finished jobs are listed in finish order, then id, across the finished
+// index's lanes, with keys that are no entry (malformed, in the wrong
+// lane, outside every lane) sprinkled among them: whatever the page size,
+// every job is listed once, in that order, every such key is reported
+// once, and no page holds more than its limit. Seeded (JOBSTAGE_SEED).
+func TestListFinishedAcrossLanes(t *testing.T) {
+	for _, seed := range modelSeedList(t) {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			t.Logf("seed %d (rerun with JOBSTAGE_SEED=%d)", seed, seed)
+			rng := rand.New(rand.NewPCG(seed, 7))
+			x := newTrQ(t)
+			type fin struct {
+				at time.Time
+				id string
+			}
+			var want []fin
+			for i := range 40 + rng.IntN(40) {
+				id := fmt.Sprintf("f%03d", i)
+				x.unInState(id, fdbq.Finished)
+				want = append(want, fin{x.get(id).FinishedAt, id})
+				if rng.IntN(3) > 0 {
+					x.c.Advance(time.Duration(1+rng.IntN(3)) * time.Millisecond) // ties too
+				}
+			}
+			slices.SortFunc(want, func(a, b fin) int {
+				if c := a.at.Compare(b.at); c != 0 {
+					return c
+				}
+				return strings.Compare(a.id, b.id)
+			})
+			var wantIDs []string
+			for _, f := range want {
+				wantIDs = append(wantIDs, f.id)
+			}
+			sub := unRoot.Sub(6, "email")
+			var keys [][]byte
+			for range 5 + rng.IntN(15) {
+				lane := int64(rng.IntN(16))
+				var k []byte
+				switch rng.IntN(5) {
+				case 0: // an entry in a lane not its id's
+					id := fmt.Sprintf("w%d", rng.IntN(1000))
+					if int64(fdbq.LaneOf(id)) == lane {
+						lane = (lane + 1) % 16
+					}
+					k = sub.MustPack(tuple.Tuple{lane, want[rng.IntN(len(want))].at.UnixMilli(), id})
+				case 1: // one element too many
+					k = sub.MustPack(tuple.Tuple{lane, int64(rng.IntN(1 << 20)), "id", "extra"})
+				case 2: // not a tuple after the lane
+					k = append(sub.MustPack(tuple.Tuple{lane}), 0xfe, byte(rng.IntN(256)))
+				case 3: // before the first lane
+					k = sub.MustPack(tuple.Tuple{int64(-1 - rng.IntN(5)), "x"})
+				default: // after the last lane
+					k = sub.MustPack(tuple.Tuple{"after", int64(rng.IntN(100))})
+				}
+				if !slices.ContainsFunc(keys, func(o []byte) bool { return string(o) == string(k) }) {
+					keys = append(keys, k)
+				}
+				unPlant(t, x.q.DB(), k, nil)
+			}
+			for _, limit := range []int{1, 2, 3, 7, 64, 1000} {
+				var ids []string
+				reported := map[string]int{}
+				cursor := ""
+				for pages := 0; ; pages++ {
+					if pages > 1000 {
+						t.Fatalf("limit %d: the listing does not end", limit)
+					}
+					p, err := x.q.List(x.ctx, x.q.DB(), "email", fdbq.ListOptions{State: fdbq.Finished, Limit: limit, Cursor: cursor})
+					if err != nil {
+						t.Fatalf("limit %d: %v", limit, err)
+					}
+					if n := len(p.Jobs) + len(p.Unreadable); n > limit {
+						t.Fatalf("limit %d: a page of %d", limit, n)
+					}
+					for _, j := range p.Jobs {
+						ids = append(ids, j.ID)
+					}
+					for _, u := range p.Unreadable {
+						reported[string(u.Key)]++
+					}
+					if cursor = p.Next; cursor == "" {
+						break
+					}
+				}
+				if !slices.Equal(ids, wantIDs) {
+					t.Fatalf("limit %d: listed %v, want %v", limit, ids, wantIDs)
+				}
+				for _, k := range keys {
+					if reported[string(k)] != 1 {
+						t.Fatalf("limit %d: key % x reported %d times, want once", limit, k, reported[string(k)])
+					}
+				}
+				if len(reported) != len(keys) {
+					t.Fatalf("limit %d: %d keys reported, %d planted", limit, len(reported), len(keys))
+				}
+			}
+		})
 	}
 }

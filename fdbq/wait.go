@@ -79,7 +79,7 @@ func (q *Queue) Wait(ctx context.Context, typ string, ids []string, state State)
 			}
 		}
 		var (
-			claim          *watchClaim
+			claim           *watchClaim
 			stale, needHold bool
 		)
 		results, err := kv.Transact(ctx, q.db, func(tx kv.Tx) ([]WaitResult, error) {
