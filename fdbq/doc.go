@@ -90,12 +90,18 @@
 //	(P, 3, type)                          int64 LE, atomic add: the type's watch key, bumped when a zone
 //	                                      gets its mark (not at every add), when a job is scheduled for
 //	                                      later or the type's settings change; acceptors watch it
-//	(P, 4, type)                          int64 LE, atomic add: bumped by every change to a job of
-//	                                      the type; the monitor watches it, and Wait when it does
-//	                                      not watch the records (see Waiting)
+//	(P, 4, type)                          int64 LE, atomic add: the type's change key, bumped by a
+//	                                      transaction that changes jobs of the type while some process
+//	                                      holds an interest entry (P, 18, type, …), never otherwise;
+//	                                      a Wait that does not watch the records, an accept passing
+//	                                      over zones it cannot take from and an idle monitor watch it
+//	                                      (see Waking)
 //	(P, 5, type, expires_ms, id)          ""   running jobs by a deadline of the worker's clock, as
 //	                                      written before version 0x02 records; sweeps move them to (P, 12)
-//	(P, 6, type, finished_ms, id)         ""   finished jobs by finish time; retention sweeps them
+//	(P, 6, type, lane, finished_ms, id)   ""   finished jobs by lane (laneOf(id), as in (P, 12)), then
+//	                                      finish time; retention sweeps them lane by lane, and List
+//	                                      merges the lanes in finish order. In one range every finish
+//	                                      would land on its last shard
 //	(P, 7, type, state, shard)            int64 LE, atomic add: jobs per state, spread over 16 shards
 //	                                      by a hash of the job's id (no key is written by every job of
 //	                                      the type) and read by summing the range (P, 7, type, state),
@@ -122,9 +128,10 @@
 //	                                      versionstamp of a renewing transaction's commit (versionstamped
 //	                                      value), the lane the token's residue mod 16, read by the monitor
 //	                                      alone, which clears those older than every running job's entry
-//	(P, 14)                               uint64 LE: the store's layout version (Layout, now 2), written
+//	(P, 14)                               uint64 LE: the store's layout version (Layout, now 3), written
 //	                                      by the first CheckLayout; a store with types and without it is
-//	                                      in layout 1, which CheckLayout migrates (Migrate). A version
+//	                                      in layout 1, which CheckLayout migrates (Migrate), as it does
+//	                                      layout 2 (finished entries by time alone). A version
 //	                                      that changes the model raises it, and one that meets a layout
 //	                                      it does not know refuses the store (ErrLayout)
 //	(P, 15, type, key, shard)             "" the zone marks: the zones with ready jobs, which acceptors
@@ -140,6 +147,12 @@
 //	(P, 17, type, key)                    16 bytes: a key's rate window (its start, ms LE, and the jobs
 //	                                      started in it, LE), read with a conflict and written by an
 //	                                      accept of a key with MaxStarts
+//	(P, 18, type, holder)                 tuple (expiry_ms): a process's interest in the type's change
+//	                                      key (holder: random, one per Queue), written before it reads
+//	                                      what it then waits for and cleared when it is done; renewed
+//	                                      every half minute; a monitor clears one a minute past its
+//	                                      expiry. Read with a conflict by every transaction that changes
+//	                                      jobs of the type, once a transaction and type
 //
 // Every state change goes through one function that rewrites the record
 // and moves its index entry and counters together, so the indexes never
@@ -375,9 +388,9 @@
 // first, cancelled when the last lets go, and replaced once it fired or
 // failed. A wait joins a shared watch only if the watch started from the
 // value it read itself, so that every change it must wake for fires it;
-// the type's change counter, read in the same transaction, tells a wait
-// whose value differs whether it read earlier than the watch (it reads
-// again at once) or later (it makes the key's next watch). The argument
+// the read versions of the two transactions tell a wait whose value
+// differs whether it read earlier than the watch (it reads again at once)
+// or later (it makes the key's next watch). The argument
 // that no wake is missed is at watchShare.
 //
 // FoundationDB lets a client hold 10,000 watches; past that a new one
@@ -387,7 +400,8 @@
 // wait whose record watches would not fit, one with more than 32 jobs not
 // there yet, and one whose record watch the store refused, watch the
 // type's change key (P, 4, type) instead: one watch a type, shared by all
-// such waits, which wake on every change to a job of the type. After a
+// such waits, which wake on every change to a job of the type (the queue
+// holds an interest in it while they wait; see Waking). After a
 // refusal the queue keeps to the number of record watches the store had
 // accepted for half a minute; a change-key watch the store refuses has
 // the wait read again when the queue lets go of a watch, or after a
@@ -397,6 +411,38 @@
 // plus about 1,000 bytes (fdbserver's watchValue; past the knob
 // MAX_STORAGE_SERVER_WATCH_BYTES, 100 MB, it cancels new watches and the
 // client polls): the budget bounds that as well, to WaitWatches records.
+//
+// # Waking
+//
+// A key that every job of a type writes is that type's limit on a
+// cluster: a key lives on one storage team, and FoundationDB cannot split
+// it. So no job writes one by itself. The type's change key (P, 4, type),
+// which wakes the waiters that cannot watch each job, moves only while a
+// process says it watches it: such a process (a Wait for more jobs than
+// it watches one by one, an accept passing over zones it cannot take
+// from, a monitor with nothing running) first writes its interest entry
+// (P, 18, type, holder) in a transaction of its own, then reads what it
+// waits for and watches the key in the same transaction as that read.
+// Every transaction that changes jobs of the type reads the type's
+// interest entries with a read conflict and bumps the key, once, if there
+// is one. No change is missed: one that committed before the entry is in
+// the holder's read; one that commits after either read the entries after
+// it and bumps the key, or read them before it and fails with a conflict
+// (not_committed), and its retry sees it. A Queue holds one entry a type
+// for all its holders, and clears it when the last lets go; a holder
+// renews it every half minute by its own clock (and reads again then); a
+// monitor clears an entry a minute past its expiry by the monitor's clock
+// (a process that died), so an entry left behind costs only the bumps
+// until then. With nobody waiting this way, a job's whole life writes no
+// key the other jobs of its type write: the projection in the README
+// gives the busiest key 0.6% of a type's writes.
+//
+// The monitor learns of running jobs from its own reads instead: while a
+// type has running jobs it reads every Interval, or every sixteenth of
+// the shortest activity timeout among them if that is longer (see
+// Monitor), which is when it notes the versions its staleness rule
+// compares with. A type with no running job it holds and watches, so an
+// idle monitor makes no transactions until a job starts.
 //
 // # Answers under commit_unknown_result
 //

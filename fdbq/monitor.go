@@ -21,9 +21,12 @@ type MonitorOptions struct {
 	// first deadline passes (a running job's activity timeout, a finished
 	// job's retention, a claim's ClaimTTL), jittered by up to half of it
 	// so that monitors in several processes spread out, and reads the
-	// store at most about once an Interval however often jobs change. In
-	// between it waits on watches and a timer: while nothing is due and
-	// nothing changes it makes no transactions. The timer runs on real
+	// store at most about once an Interval however often jobs change.
+	// While a type has running jobs it reads every Interval (or every
+	// sixteenth of their shortest activity timeout, if longer), which is
+	// how it learns of their renewals; while none has, it waits on
+	// watches and a timer, and makes no transactions until something
+	// changes or falls due (see Waking in the package doc). The timer runs on real
 	// time: with an injected clock (Options.Now) the monitor learns that
 	// the clock moved from the next change, or from a Sweep call. An entry
 	// a sweep could not act on (a corrupt record) has it sweep every
@@ -94,8 +97,10 @@ func (st *SweepStats) add(typ string, recycled, failed, expired, skipped int) {
 // committed for at least the timeout, whatever the clocks of the workers
 // or of other monitors say. A monitor that starts knows of no earlier
 // transaction, so it recycles nothing during its first activity timeout;
-// a dead job is taken back about one to two Intervals after its timeout
-// has passed on the clock of the monitor that takes it.
+// a dead job is taken back within its timeout, plus the monitor's reading
+// pace while jobs run (an Interval, or a sixteenth of the timeout if that
+// is longer), plus one to two Intervals, on the clock of the monitor that
+// takes it.
 //
 // Sweeps go in batches whose size adapts like couch_jobs' (AIMD): start at
 // 1000 jobs, +100 after a transaction that succeeds, ×0.75 after each
@@ -225,9 +230,10 @@ func (m *Monitor) Stop(ctx context.Context) error {
 // loop sweeps, then waits until a sweep has something to do: the first
 // deadline of the store's indexes (a running job going stale, a
 // finished job's retention, a claim's ClaimTTL) or a change that can bring
-// an earlier one (a job's change, a type's watch key, the registry key that
-// registering a type bumps). While nothing is due and nothing changes it
-// makes no transactions at all.
+// an earlier one (a job's change to a type with no running job, the
+// registry key that registering a type bumps), reading again at its pace
+// while jobs run (see nextDue). While no job runs and nothing is due or
+// changes it makes no transactions at all.
 func (m *Monitor) loop(ctx context.Context, done chan struct{}) {
 	defer close(done)
 	defer m.releaseInterest(nil)
@@ -459,11 +465,12 @@ func (w *monitorWait) cancel() {
 }
 
 // nextDue reads, in one transaction, the first deadline of the indexes,
-// and watches what can bring an earlier one: each type's change key
-// (every change to one of its jobs: an accept, a heartbeat, a finish) and
-// the registry key (a type registered, or its settings changed). One watch
-// a type, so the monitor leaves most of the store's watches to acceptors
-// and waiters.
+// and watches what can bring an earlier one: the change key of each type
+// with no running job (which idle holds, so that a job's change to it
+// bumps the key) and the registry key (a type registered, or its settings
+// changed). A type with running jobs is read again at its pace
+// (pollEvery) instead. At most one watch a type, so the monitor leaves
+// most of the store's watches to acceptors and waiters.
 func (m *Monitor) nextDue(ctx context.Context) (*monitorWait, error) {
 	q := m.q
 	var w *monitorWait
