@@ -3,6 +3,7 @@ package fdbq
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"math"
 	"sync"
 	"time"
@@ -17,15 +18,16 @@ import (
 // be the one key every job of a type writes, on one storage team however
 // large the cluster. So a change bumps it only while some process has
 // said it watches it: a holder, one a Queue and type, writes its entry
-// (P, 18, type, holder) = its expiry before it reads what it waits for,
-// and clears it when done. Every transaction that changes a job of the
-// type reads the type's entries with a read conflict (once a transaction
-// and type) and bumps the change key only if there is one.
+// (P, 19, type, holder) = its expiry before it reads what it waits for,
+// and clears it when done, adding 1 and -1 to the type's count of them,
+// (P, 18, type). Every transaction that changes a job of the type reads
+// that count with a read conflict (once a transaction and type: one point
+// read) and bumps the change key only if it is above zero.
 //
 // No change is missed. The holder's read begins after its entry's commit
-// (version v). A change that commits after v either read the entries
-// after v, saw the entry and bumped the key, or read them before v and
-// conflicts with the entry's write, so it retries and sees it. A change
+// (version v). A change that commits after v either read the count after
+// v, saw the holder in it and bumped the key, or read it before v and
+// conflicts with the count's write, so it retries and sees it. A change
 // that committed before v is in what the holder reads. A holder's watch
 // on the change key thus fires for every change it did not read.
 //
@@ -118,7 +120,7 @@ func (q *Queue) renewInterests(ctx context.Context, hs []*interestHold) error {
 			}
 			if e.renewBy.IsZero() || !now.Before(e.renewBy) {
 				due = append(due, e)
-				keys = append(keys, q.k.interest(h.typ).MustPack(tuple.Tuple{is.holder}))
+				keys = append(keys, q.k.interested(h.typ).MustPack(tuple.Tuple{is.holder}), q.k.interest(h.typ))
 			}
 		}
 		if busy == nil {
@@ -144,8 +146,17 @@ func (q *Queue) renewInterests(ctx context.Context, hs []*interestHold) error {
 	start := time.Now()
 	_, err := kv.Transact(ctx, q.db, func(tx kv.Tx) (struct{}, error) {
 		v := tuple.Tuple{q.nowMs() + interestLease.Milliseconds()}.MustPack()
-		for _, k := range keys {
-			tx.Set(k, v)
+		for i := 0; i < len(keys); i += 2 {
+			// Read with a conflict, as a release and a monitor's clear
+			// read it: the count moves with the entries.
+			was, err := tx.Get(keys[i])
+			if err != nil {
+				return struct{}{}, err
+			}
+			if was == nil {
+				tx.Add(keys[i+1], 1)
+			}
+			tx.Set(keys[i], v)
 		}
 		return struct{}{}, nil
 	})
@@ -206,7 +217,7 @@ func (q *Queue) releaseInterests(hs []*interestHold) {
 				continue
 			}
 			clear = append(clear, e)
-			keys = append(keys, q.k.interest(typ).MustPack(tuple.Tuple{is.holder}))
+			keys = append(keys, q.k.interested(typ).MustPack(tuple.Tuple{is.holder}), q.k.interest(typ))
 		}
 		if len(clear) > 0 {
 			done := make(chan struct{})
@@ -216,8 +227,15 @@ func (q *Queue) releaseInterests(hs []*interestHold) {
 			is.mu.Unlock()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			_, _ = kv.Transact(ctx, q.db, func(tx kv.Tx) (struct{}, error) {
-				for _, k := range keys {
-					tx.Clear(k)
+				for i := 0; i < len(keys); i += 2 {
+					was, err := tx.Get(keys[i])
+					if err != nil {
+						return struct{}{}, err
+					}
+					if was != nil {
+						tx.Clear(keys[i])
+						tx.Add(keys[i+1], -1)
+					}
 				}
 				return struct{}{}, nil
 			})
@@ -245,6 +263,9 @@ func (q *Queue) releaseInterests(hs []*interestHold) {
 	is.mu.Unlock()
 }
 
+// changeNotesMemo keys a transaction's changeNotes for q (kv.Memo).
+type changeNotesMemo struct{ q *Queue }
+
 // changeNotes is what a transaction that changes several jobs learned of
 // their types' interest entries, so that it reads each type's once and
 // bumps each change key once.
@@ -254,20 +275,26 @@ type changeNotes map[string]bool
 // type's change key moves if a holder watches it (see interests). notes,
 // if not nil, remembers the types done in this transaction.
 func (q *Queue) changed(tx kv.Tx, typ string, notes changeNotes) error {
+	if notes == nil {
+		// The operations of one transaction share one read (a finish
+		// of many jobs in one commit).
+		notes = kv.Memo(tx, changeNotesMemo{q}, func() any { return changeNotes{} }).(changeNotes)
+	}
 	if notes != nil {
 		if _, done := notes[typ]; done {
 			return nil
 		}
 	}
-	kvs, err := tx.GetRange(q.k.interest(typ).Range(), kv.RangeOptions{Limit: 1})
+	b, err := tx.Get(q.k.interest(typ))
 	if err != nil {
 		return err
 	}
-	if len(kvs) > 0 {
+	held := kv.DecodeInt64(b) > 0
+	if held {
 		tx.Add(q.k.change(typ), 1)
 	}
 	if notes != nil {
-		notes[typ] = len(kvs) > 0
+		notes[typ] = held
 	}
 	return nil
 }
@@ -279,12 +306,25 @@ const maxInterestScan = 1000
 
 // staleInterest reads typ's interest entries and returns the keys of
 // those that expired at least interestLease before now (or do not
-// decode), other than this queue's own, and the earliest time, in ms, at which another does (0: none).
-func (q *Queue) staleInterest(tx kv.ReadTx, typ string, now int64) (stale [][]byte, next int64, err error) {
-	sub := q.k.interest(typ)
+// decode), other than this queue's own, and the earliest time, in ms, at
+// which another does (0: none); wrong reports a count of them that is not
+// the number of entries (written by hand, or corrupt).
+func (q *Queue) staleInterest(tx kv.ReadTx, typ string, now int64) (stale [][]byte, next int64, wrong bool, err error) {
+	sub := q.k.interested(typ)
 	kvs, err := tx.GetRange(sub.Range(), kv.RangeOptions{Limit: maxInterestScan})
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, false, err
+	}
+	count, err := tx.Get(q.k.interest(typ))
+	if err != nil {
+		return nil, 0, false, err
+	}
+	switch n := int64(len(kvs)); {
+	case n == maxInterestScan: // not all read: the count cannot be checked
+	case count == nil:
+		wrong = n > 0
+	default:
+		wrong = len(count) != 8 || kv.DecodeInt64(count) != n
 	}
 	own := sub.MustPack(tuple.Tuple{q.interests.holder})
 	for _, e := range kvs {
@@ -308,17 +348,30 @@ func (q *Queue) staleInterest(tx kv.ReadTx, typ string, now int64) (stale [][]by
 			next = gone
 		}
 	}
-	return stale, next, nil
+	return stale, next, wrong, nil
 }
 
 // clearStaleInterest clears the entries of typ's holders that stopped
-// renewing them (see staleInterest), read again in its own transaction.
+// renewing them (see staleInterest), read again in its own transaction,
+// and makes the count the number of entries left.
 func (q *Queue) clearStaleInterest(ctx context.Context, typ string) error {
 	return q.db.Transact(ctx, func(tx kv.Tx) error {
-		stale, _, err := q.staleInterest(tx, typ, q.nowMs())
+		stale, _, _, err := q.staleInterest(tx, typ, q.nowMs())
+		if err != nil {
+			return err
+		}
 		for _, k := range stale {
 			tx.Clear(k)
 		}
-		return err
+		// Read with a conflict in staleInterest: a register or release
+		// since makes this retry.
+		kvs, err := tx.GetRange(q.k.interested(typ).Range(), kv.RangeOptions{Limit: maxInterestScan})
+		if err != nil || len(kvs) == maxInterestScan {
+			return err
+		}
+		var b [8]byte
+		binary.LittleEndian.PutUint64(b[:], uint64(len(kvs)))
+		tx.Set(q.k.interest(typ), b[:])
+		return nil
 	})
 }

@@ -18,7 +18,13 @@ import (
 // entry in it (doc.go, "Waking").
 
 func interestRange(typ string) kv.Range {
-	return tuple.FromBytes(fdbq.DefaultPrefix).Sub(18, typ).Range()
+	return tuple.FromBytes(fdbq.DefaultPrefix).Sub(19, typ).Range()
+}
+
+// interestCount is the count of typ's interest entries, as stored.
+func interestCount(t *testing.T, q *fdbq.Queue, typ string) int64 {
+	t.Helper()
+	return kv.DecodeInt64(rawGet(t, q, tuple.FromBytes(fdbq.DefaultPrefix).MustPack(tuple.Tuple{18, typ})))
 }
 
 func interestEntries(t *testing.T, q *fdbq.Queue, typ string) []kv.KeyValue {
@@ -68,7 +74,7 @@ func TestChangeKeyOnlyWhileHeld(t *testing.T) {
 		out <- err
 	}()
 	eventually(t, waitBound, "the wait's interest entry", func() bool { return len(interestEntries(t, q, "email")) == 1 })
-	if got := interestEntries(t, q, "email")[0].Key; string(got) != string(tuple.FromBytes(fdbq.DefaultPrefix).MustPack(tuple.Tuple{18, "email", q.InterestHolder()})) {
+	if got := interestEntries(t, q, "email")[0].Key; string(got) != string(tuple.FromBytes(fdbq.DefaultPrefix).MustPack(tuple.Tuple{19, "email", q.InterestHolder()})) {
 		t.Fatalf("interest entry %q, want the queue's holder", got)
 	}
 	for len(ids) > 0 {
@@ -89,8 +95,8 @@ func TestChangeKeyOnlyWhileHeld(t *testing.T) {
 	if err := recvWithin(t, out, "the wait for 40 jobs"); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(interestEntries(t, q, "email")); n != 0 {
-		t.Fatalf("%d interest entries left after the wait returned", n)
+	if n, c := len(interestEntries(t, q, "email")), interestCount(t, q, "email"); n != 0 || c != 0 {
+		t.Fatalf("%d interest entries left after the wait returned, count %d", n, c)
 	}
 }
 
@@ -106,7 +112,8 @@ func TestChangeConflictsWithAHolderWritingItsEntry(t *testing.T) {
 	q, _ := newQueue(t)
 	ctx := context.Background()
 	other := kv.NewDB(q.DB().Backend(), kv.Options{})
-	entry := tuple.FromBytes(fdbq.DefaultPrefix).MustPack(tuple.Tuple{18, "email", "other-process"})
+	entry := tuple.FromBytes(fdbq.DefaultPrefix).MustPack(tuple.Tuple{19, "email", "other-process"})
+	count := tuple.FromBytes(fdbq.DefaultPrefix).MustPack(tuple.Tuple{18, "email"})
 	attempts := 0
 	if err := q.DB().Transact(ctx, func(tx kv.Tx) error {
 		attempts++
@@ -118,6 +125,7 @@ func TestChangeConflictsWithAHolderWritingItsEntry(t *testing.T) {
 			// transaction is open.
 			return other.Transact(ctx, func(tx kv.Tx) error {
 				tx.Set(entry, tuple.Tuple{int64(1) << 50}.MustPack())
+				tx.Add(count, 1)
 				return nil
 			})
 		}
@@ -176,7 +184,7 @@ func TestMonitorClearsStaleInterest(t *testing.T) {
 	t.Cleanup(fdbq.SetInterestLease(200 * time.Millisecond)) // after the monitor stops
 	q := newRealClockQueue(t, embedded.Options{})
 	ctx := context.Background()
-	sub := tuple.FromBytes(fdbq.DefaultPrefix).Sub(18, "email")
+	sub := tuple.FromBytes(fdbq.DefaultPrefix).Sub(19, "email")
 	now := time.Now().UnixMilli()
 	entries := map[string][]byte{
 		"dead":    tuple.Tuple{now - 1000}.MustPack(),
@@ -187,6 +195,7 @@ func TestMonitorClearsStaleInterest(t *testing.T) {
 		for h, v := range entries {
 			tx.Set(sub.MustPack(tuple.Tuple{h}), v)
 		}
+		tx.Add(tuple.FromBytes(fdbq.DefaultPrefix).MustPack(tuple.Tuple{18, "email"}), 7) // not 3: a wrong count is mended too
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -203,9 +212,9 @@ func TestMonitorClearsStaleInterest(t *testing.T) {
 		}
 		return out
 	}
-	eventually(t, waitBound, "the stale entries cleared and the monitor's own written", func() bool {
+	eventually(t, waitBound, "the stale entries cleared, the monitor's own written and the count mended", func() bool {
 		h := holders()
-		return !h["dead"] && !h["garbage"] && h[q.InterestHolder()]
+		return !h["dead"] && !h["garbage"] && h[q.InterestHolder()] && interestCount(t, q, "email") == 2
 	})
 	// The monitor renews its own entry every 100 ms, so a lease never
 	// passes over it unrenewed.

@@ -40,8 +40,10 @@ const (
 	tagKeyRunning = 16
 	// tagKeyStarts: a fairness key's starts in its rate window.
 	tagKeyStarts = 17
-	// tagInterest: the processes that wait on a type's change key.
-	tagInterest = 18
+	// tagInterest: how many processes wait on a type's change key;
+	// tagInterested: each of them.
+	tagInterest   = 18
+	tagInterested = 19
 )
 
 // zone is where a pending job of a type waits: its fairness key (Job.Key,
@@ -202,10 +204,15 @@ func (k keys) keyRunningRange(typ, key string) kv.Range {
 
 // keyStarts holds a fairness key's rate window: its start and the jobs
 // started in it.
-// interest is the range of the processes that hold interest in a type's
-// changes: (P, 18, type, holder) = the holder's expiry (see interests).
-func (k keys) interest(typ string) tuple.Subspace {
-	return k.root.Sub(tagInterest, typ)
+// interest is the count of the processes that hold an interest in a
+// type's changes, (P, 18, type), and interested their entries, (P, 19,
+// type, holder) = the holder's expiry (see interests).
+func (k keys) interest(typ string) []byte {
+	return k.root.MustPack(tuple.Tuple{tagInterest, typ})
+}
+
+func (k keys) interested(typ string) tuple.Subspace {
+	return k.root.Sub(tagInterested, typ)
 }
 
 func (k keys) keyStarts(typ, key string) []byte {

@@ -507,9 +507,9 @@ func (m *Monitor) nextDue(ctx context.Context) (*monitorWait, error) {
 			} else {
 				w.idleTypes = append(w.idleTypes, t.Name)
 			}
-			if stale, next, err := q.staleInterest(snap, t.Name, now); err != nil {
+			if stale, next, wrong, err := q.staleInterest(snap, t.Name, now); err != nil {
 				return nil, err
-			} else if len(stale) > 0 {
+			} else if len(stale) > 0 || wrong {
 				w.after(0)
 			} else if next != 0 {
 				w.afterMs(next, now)
@@ -898,8 +898,8 @@ func (m *Monitor) survey(tx kv.ReadTx, t *sweepType, now int64) error {
 			}
 		}
 	}
-	stale, _, err := m.q.staleInterest(tx, t.Name, now)
-	t.staleInterest = len(stale) > 0
+	stale, _, wrong, err := m.q.staleInterest(tx, t.Name, now)
+	t.staleInterest = len(stale) > 0 || wrong
 	return err
 }
 

@@ -248,6 +248,8 @@ var keyNames = map[int64]string{
 	tagZones:        "zone marks",
 	tagKeyRunning:   "key's running count",
 	tagKeyStarts:    "key's rate window",
+	tagInterest:     "type's interest count",
+	tagInterested:   "interest entry",
 }
 
 // keySpace names the key space of a key of the queue, or says it is a

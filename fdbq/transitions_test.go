@@ -38,9 +38,10 @@ func newTrQ(t *testing.T) *trQ {
 // the tests that read the counter to see whether a write happened.
 func holdChanges(t *testing.T, q *fdbq.Queue, typ string) {
 	t.Helper()
-	key := tuple.FromBytes(fdbq.DefaultPrefix).MustPack(tuple.Tuple{18, typ, "test"})
+	root := tuple.FromBytes(fdbq.DefaultPrefix)
 	if err := q.DB().Transact(context.Background(), func(tx kv.Tx) error {
-		tx.Set(key, tuple.Tuple{int64(math.MaxInt64)}.MustPack())
+		tx.Set(root.MustPack(tuple.Tuple{19, typ, "test"}), tuple.Tuple{int64(math.MaxInt64)}.MustPack())
+		tx.Add(root.MustPack(tuple.Tuple{18, typ}), 1)
 		return nil
 	}); err != nil {
 		t.Fatal(err)

@@ -198,7 +198,7 @@ func (c *transactCall) attempt(tx Transaction) error {
 	if c.check != nil {
 		return c.checkUnknown(tx)
 	}
-	c.w.Transaction, c.w.wrote = tx, false
+	c.w.Transaction, c.w.wrote, c.w.memo = tx, false, nil
 	if err := c.fn(&c.w); err != nil {
 		tx.Cancel()
 		return err

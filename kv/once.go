@@ -152,6 +152,34 @@ type onceTx struct {
 	wrote bool
 	stamp *Future[Versionstamp]
 	done  bool // Transact returned
+	memo  map[any]any
+}
+
+// Memo returns what this attempt of the transaction keeps under key, made
+// by mk at the first call. A retry starts with none.
+func (t *onceTx) Memo(key any, mk func() any) any {
+	if v, ok := t.memo[key]; ok {
+		return v
+	}
+	if t.memo == nil {
+		t.memo = map[any]any{}
+	}
+	v := mk()
+	t.memo[key] = v
+	return v
+}
+
+// Memo returns what tx keeps under key for the operations that run in its
+// current attempt, made by mk at the first call: what one of them read
+// that the next need not read again. Every attempt of DB.Transact starts
+// with none, so nothing a failed attempt learned reaches its retry. A Tx
+// that keeps nothing (not one DB.Transact hands out) gets mk's value at
+// every call.
+func Memo(tx Tx, key any, mk func() any) any {
+	if m, ok := tx.(interface{ Memo(any, func() any) any }); ok {
+		return m.Memo(key, mk)
+	}
+	return mk()
 }
 
 var _ Tx = (*onceTx)(nil)

@@ -201,3 +201,41 @@ func TestUnknownWithoutMarkerIsReported(t *testing.T) {
 type atMostOnce struct{ kv.Backend }
 
 func (atMostOnce) CommitsAtMostOnce() bool { return true }
+
+// What an attempt keeps (kv.Memo) is shared by the operations of that
+// attempt, and a retry starts without it: a retry reads at a new version,
+// and what the failed attempt read may be stale.
+func TestMemoPerAttempt(t *testing.T) {
+	db := kv.NewDB(plain{openMem(t)}, kv.Options{})
+	type key struct{}
+	attempts, made := 0, 0
+	mk := func() any { made++; return new(int) }
+	err := db.Transact(context.Background(), func(tx kv.Tx) error {
+		attempts++
+		a := kv.Memo(tx, key{}, mk).(*int)
+		var b *int
+		if err := tx.Transact(context.Background(), func(tx kv.Tx) error {
+			b = kv.Memo(tx, key{}, mk).(*int)
+			return nil
+		}); err != nil {
+			return err
+		}
+		if a != b {
+			t.Fatal("two operations of one attempt got two values")
+		}
+		if *a != 0 {
+			t.Fatalf("attempt %d found the value of an earlier attempt", attempts)
+		}
+		*a = attempts
+		if attempts == 1 {
+			return kv.ErrNotCommitted // retried
+		}
+		return nil
+	})
+	if err != nil || attempts != 2 || made != 2 {
+		t.Fatalf("err %v, %d attempts, %d values made; want nil, 2, 2", err, attempts, made)
+	}
+	if v := kv.Memo(nil, key{}, func() any { return 7 }); v != 7 {
+		t.Fatalf("Memo of a Tx that keeps nothing: %v", v)
+	}
+}
