@@ -10,6 +10,7 @@ import (
 
 	"github.com/jobstage/jobstage/consumer"
 	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/internal/jobtest"
 	"github.com/jobstage/jobstage/internal/lifecycletest"
 	"github.com/jobstage/jobstage/kv"
 	"github.com/jobstage/jobstage/pipeline"
@@ -63,6 +64,8 @@ func testBackpressure(t *testing.T, conc, maxDemand int) {
 	// see a state it holds before moving on from it.
 	sampled := make(chan struct{}, 1)
 	samplerDone := make(chan error, 1)
+	release := jobtest.HoldChanges(t, e.db, "t") // every change moves the key the sampler watches
+	t.Cleanup(release)
 	go func() {
 		samplerDone <- func() error {
 			for {

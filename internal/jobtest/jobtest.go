@@ -4,6 +4,7 @@ package jobtest
 import (
 	"bufio"
 	"context"
+	"math"
 	"os"
 	"os/exec"
 	"runtime"
@@ -30,9 +31,41 @@ func Recv[T any](t testing.TB, ch <-chan T, limit time.Duration, what string) T 
 }
 
 // ChangeKey is the key an fdbq queue with the default prefix changes
-// whenever a job of typ changes (tag 4 of the data model in fdbq/doc.go).
+// whenever a job of typ changes while a process holds an interest in it
+// (tag 4 of the data model in fdbq/doc.go; see HoldChanges).
 func ChangeKey(typ string) []byte {
 	return tuple.FromBytes(fdbq.DefaultPrefix).MustPack(tuple.Tuple{4, typ})
+}
+
+// HoldChanges writes an interest entry in typ's change key, as a process
+// that watches it does (tags 18 and 19 of the data model in fdbq/doc.go),
+// so that every change to a job of typ bumps the key until the returned
+// func clears it.
+func HoldChanges(t testing.TB, db *kv.DB, typ string) func() {
+	t.Helper()
+	root := tuple.FromBytes(fdbq.DefaultPrefix)
+	entry := root.MustPack(tuple.Tuple{19, typ, "jobtest." + t.Name()})
+	count := root.MustPack(tuple.Tuple{18, typ})
+	change := func(set bool) error {
+		return db.Transact(context.Background(), func(tx kv.Tx) error {
+			was, err := tx.Get(entry)
+			if err != nil || (was != nil) == set {
+				return err
+			}
+			if set {
+				tx.Set(entry, tuple.Tuple{int64(math.MaxInt64 / 2)}.MustPack())
+				tx.Add(count, 1)
+			} else {
+				tx.Clear(entry)
+				tx.Add(count, -1)
+			}
+			return nil
+		})
+	}
+	if err := change(true); err != nil {
+		t.Fatalf("holding the change key of %s: %v", typ, err)
+	}
+	return func() { _ = change(false) }
 }
 
 // WaitStore waits, up to limit, until cond holds, re-checking it after each
@@ -42,6 +75,7 @@ func WaitStore(t testing.TB, db *kv.DB, typ string, limit time.Duration, what st
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
+	defer HoldChanges(t, db, typ)()
 	key := ChangeKey(typ)
 	for {
 		w, err := kv.Transact(ctx, db, func(tx kv.Tx) (kv.Watch, error) { return tx.Watch(key), nil })
