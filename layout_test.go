@@ -3,6 +3,7 @@ package jobstage_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -33,8 +34,8 @@ func TestOpenRefusesAnotherLayout(t *testing.T) {
 	}
 	for range 2 {
 		_, err := jobstage.Open(ctx, jobstage.Config{Dir: dir, Logger: quiet})
-		if !errors.Is(err, fdbq.ErrLayout) || !strings.Contains(err.Error(), "layout 2") {
-			t.Fatalf("Open of a layout-2 store: %v", err)
+		if !errors.Is(err, fdbq.ErrLayout) || !strings.Contains(err.Error(), fmt.Sprintf("layout %d", fdbq.Layout+1)) {
+			t.Fatalf("Open of a layout-%d store: %v", fdbq.Layout+1, err)
 		}
 	}
 }
