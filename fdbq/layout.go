@@ -141,15 +141,23 @@ func (q *Queue) Migrate(ctx context.Context, tr kv.Transactor) (MigrateStats, er
 	q.logger().Info(fmt.Sprintf("fdbq: migrating the store from layout %d to %d (%s)", v, Layout, what), "types", len(types))
 	for _, typ := range types {
 		for index := range q.migrations(typ) {
+			// Each transaction goes on from where the last stopped: the
+			// keys it wrote sort before the ones it has yet to move
+			// (their first element is a lane or a zone's key, smaller
+			// than any time or version), so they are not read again; one
+			// that is (an activity timeout under 16 ms) is left as the
+			// new layout's.
+			var from []byte
 			for {
-				n, err := q.migrateEntries(ctx, tr, typ, index)
+				n, next, err := q.migrateEntries(ctx, tr, typ, index, from)
 				if err != nil {
 					return st, err
 				}
 				st.Moved += n
-				if n < migrateBatch {
+				if next == nil {
 					break
 				}
+				from = next
 			}
 		}
 	}
@@ -240,43 +248,50 @@ func (q *Queue) migrations(typ string) []struct {
 	}
 }
 
-// migrateEntries moves up to migrateBatch of the keys of layout 1 of one
-// of the type's indexes (migrations) to Layout's, with their values, and
-// marks the zone of the ready entries it moves.
-func (q *Queue) migrateEntries(ctx context.Context, tr kv.Transactor, typ string, index int) (int, error) {
+// migrateEntries moves the keys of an earlier layout of one of the type's
+// indexes (migrations) to Layout's, with their values, among the first
+// migrateBatch keys of the index at or after from (nil: its start), and
+// marks the zone of the ready entries it moves. next is where the next
+// transaction goes on, nil once the index is done; a transaction reads at
+// most migrateBatch keys, moved or not.
+func (q *Queue) migrateEntries(ctx context.Context, tr kv.Transactor, typ string, index int, from []byte) (moved int, next []byte, err error) {
 	m := q.migrations(typ)[index]
-	return kv.Transact(ctx, tr, func(tx kv.Tx) (int, error) {
+	type result struct {
+		moved int
+		next  []byte
+	}
+	res, err := kv.Transact(ctx, tr, func(tx kv.Tx) (result, error) {
 		r := m.sub.Range()
-		moved := 0
-		for {
-			kvs, err := tx.GetRange(r, kv.RangeOptions{Limit: migrateBatch})
-			if err != nil {
-				return 0, err
-			}
-			for _, e := range kvs {
-				t, err := m.sub.Unpack(e.Key)
-				if err != nil {
-					continue
-				}
-				key, ok := m.convert(t)
-				if !ok {
-					continue // Layout's, or not a key fdbq writes
-				}
-				tx.Clear(e.Key)
-				tx.Set(key, e.Value)
-				if index == 0 {
-					if err := q.markZone(tx, typ, zone{}); err != nil {
-						return 0, err
-					}
-				}
-				if moved++; moved == migrateBatch {
-					return moved, nil
-				}
-			}
-			if len(kvs) < migrateBatch {
-				return moved, nil
-			}
-			r.Begin = kv.KeyAfter(kvs[len(kvs)-1].Key)
+		if from != nil {
+			r.Begin = from
 		}
+		kvs, err := tx.GetRange(r, kv.RangeOptions{Limit: migrateBatch})
+		if err != nil {
+			return result{}, err
+		}
+		moved := 0
+		for _, e := range kvs {
+			t, err := m.sub.Unpack(e.Key)
+			if err != nil {
+				continue
+			}
+			key, ok := m.convert(t)
+			if !ok {
+				continue // Layout's, or not a key fdbq writes
+			}
+			tx.Clear(e.Key)
+			tx.Set(key, e.Value)
+			if index == 0 {
+				if err := q.markZone(tx, typ, zone{}); err != nil {
+					return result{}, err
+				}
+			}
+			moved++
+		}
+		if len(kvs) < migrateBatch {
+			return result{moved: moved}, nil
+		}
+		return result{moved, kv.KeyAfter(kvs[len(kvs)-1].Key)}, nil
 	})
+	return res.moved, res.next, err
 }
