@@ -241,6 +241,19 @@ func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lea
 		if len(res.leases) > 0 {
 			return res.leases, nil
 		}
+		if res.watchChanges && wait && interest == nil {
+			// Zones it cannot take from are known to it only through the
+			// change key, which a change bumps only while some process
+			// holds it: hold it, then read again, those zones too (a job
+			// added to one before the hold bumped nothing). The reads
+			// after the hold pass over them until it has waited.
+			res.cancel()
+			if interest, err = q.holdInterest(ctx, typ); err != nil {
+				return nil, err
+			}
+			blind = nil
+			continue
+		}
 		if (demoted > 0 || res.again) && lookAgain > 0 || res.moreZones && moreZones > 0 {
 			// Jobs that were in the way are out of it, or zones are left
 			// to read: look again at once, a bounded number of times
@@ -264,16 +277,6 @@ func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lea
 			return nil, nil
 		}
 		if res.watchChanges {
-			if interest == nil {
-				// A change bumps the change key only while some process
-				// holds it: hold it, then read again (a read after the
-				// hold sees what the key would not tell).
-				res.cancel()
-				if interest, err = q.holdInterest(ctx, typ); err != nil {
-					return nil, err
-				}
-				continue
-			}
 			res.next = earliest(res.next, q.nowMs()+max(interest.renewIn().Milliseconds(), 1))
 		}
 		if again, err := q.acceptWait(ctx, res, deadline, &rewatch); !again {

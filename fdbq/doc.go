@@ -421,28 +421,40 @@
 // process says it watches it: such a process (a Wait for more jobs than
 // it watches one by one, an accept passing over zones it cannot take
 // from, a monitor with nothing running) first writes its interest entry
-// (P, 18, type, holder) in a transaction of its own, then reads what it
-// waits for and watches the key in the same transaction as that read.
-// Every transaction that changes jobs of the type reads the type's
-// interest entries with a read conflict and bumps the key, once, if there
-// is one. No change is missed: one that committed before the entry is in
-// the holder's read; one that commits after either read the entries after
-// it and bumps the key, or read them before it and fails with a conflict
+// (P, 19, type, holder) and adds 1 to the type's count of them (P, 18,
+// type), in a transaction of its own, then reads what it waits for and
+// watches the key in the same transaction as that read. Every transaction
+// that changes jobs of the type reads the count with a read conflict (one
+// point read an attempt, kv.Memo) and bumps the key, once, if it is above
+// zero. No change is missed: one that committed before the entry is in
+// the holder's read; one that commits after either read the count after
+// it and bumps the key, or read it before and fails with a conflict
 // (not_committed), and its retry sees it. A Queue holds one entry a type
 // for all its holders, and clears it when the last lets go; a holder
 // renews it every half minute by its own clock (and reads again then); a
 // monitor clears an entry a minute past its expiry by the monitor's clock
 // (a process that died), so an entry left behind costs only the bumps
-// until then. With nobody waiting this way, a job's whole life writes no
+// until then. A holder whose entry a monitor cleared while it lived (its
+// clock more than a minute behind the monitor's) writes it again at its
+// next renewal: its wake may come up to half a minute late. With nobody waiting this way, a job's whole life writes no
 // key the other jobs of its type write: the projection in the README
 // gives the busiest key 0.6% of a type's writes.
 //
+// The count is a key that every change of the type reads (reads of one
+// key are spread over its replicas, but they are one team's), and every
+// write of it (a hold taken or let go) makes the changes in flight retry.
+// Holds come and go with waits and with types going idle or busy, not
+// with jobs; a holder that stays (a long coarse Wait, an accept passing
+// over jobs scheduled after its bound) brings back a key written by every
+// change while it stays.
+//
 // The monitor learns of running jobs from its own reads instead: while a
 // type has running jobs it reads every Interval, or every sixteenth of
-// the shortest activity timeout among them if that is longer (see
-// Monitor), which is when it notes the versions its staleness rule
-// compares with. A type with no running job it holds and watches, so an
-// idle monitor makes no transactions until a job starts.
+// the shortest activity timeout among them if that is longer, plus its
+// pause (see Monitor), which is when it notes the versions its staleness
+// rule compares with. A type with no running job it holds and watches, so
+// an idle monitor makes no transactions but the renewal of its holds,
+// every half minute, until a job starts.
 //
 // # Answers under commit_unknown_result
 //

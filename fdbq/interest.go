@@ -72,7 +72,7 @@ type interestHold struct {
 // this sees every change whose commit does not bump the change key.
 func (q *Queue) holdInterest(ctx context.Context, typ string) (*interestHold, error) {
 	h := q.refInterest(typ)
-	if err := q.renewInterests(ctx, []*interestHold{h}); err != nil {
+	if _, err := q.renewInterests(ctx, []*interestHold{h}); err != nil {
 		h.release()
 		return nil, err
 	}
@@ -97,13 +97,17 @@ func (q *Queue) refInterest(typ string) *interestHold {
 // renew writes the hold's entry again if its renewal is due (or it is not
 // in the store), and waits for a write or clear of it in flight.
 func (h *interestHold) renew(ctx context.Context) error {
-	return h.q.renewInterests(ctx, []*interestHold{h})
+	_, err := h.q.renewInterests(ctx, []*interestHold{h})
+	return err
 }
 
 // renewInterests writes, in one transaction, the entries of the holds
 // (of distinct types) whose renewal is due or that are not in the store,
-// once no write or clear of them is in flight.
-func (q *Queue) renewInterests(ctx context.Context, hs []*interestHold) error {
+// once no write or clear of them is in flight. restored reports an entry
+// it found gone though it had been written (a monitor cleared it as
+// stale): its holders have to read again, as changes meanwhile bumped
+// nothing.
+func (q *Queue) renewInterests(ctx context.Context, hs []*interestHold) (restored bool, err error) {
 	is := q.interests
 	is.mu.Lock()
 	var due []*interest
@@ -130,13 +134,17 @@ func (q *Queue) renewInterests(ctx context.Context, hs []*interestHold) error {
 		select {
 		case <-busy:
 		case <-ctx.Done():
-			return ctx.Err()
+			return false, ctx.Err()
 		}
 		is.mu.Lock()
 	}
 	if len(due) == 0 {
 		is.mu.Unlock()
-		return nil
+		return false, nil
+	}
+	written := make([]bool, len(due))
+	for i, e := range due {
+		written[i] = !e.renewBy.IsZero()
 	}
 	done := make(chan struct{})
 	for _, e := range due {
@@ -144,21 +152,23 @@ func (q *Queue) renewInterests(ctx context.Context, hs []*interestHold) error {
 	}
 	is.mu.Unlock()
 	start := time.Now()
-	_, err := kv.Transact(ctx, q.db, func(tx kv.Tx) (struct{}, error) {
+	restored, err = kv.Transact(ctx, q.db, func(tx kv.Tx) (bool, error) {
 		v := tuple.Tuple{q.nowMs() + interestLease.Milliseconds()}.MustPack()
+		restored := false
 		for i := 0; i < len(keys); i += 2 {
 			// Read with a conflict, as a release and a monitor's clear
 			// read it: the count moves with the entries.
 			was, err := tx.Get(keys[i])
 			if err != nil {
-				return struct{}{}, err
+				return false, err
 			}
 			if was == nil {
 				tx.Add(keys[i+1], 1)
+				restored = restored || written[i/2]
 			}
 			tx.Set(keys[i], v)
 		}
-		return struct{}{}, nil
+		return restored, nil
 	})
 	is.mu.Lock()
 	close(done)
@@ -169,7 +179,7 @@ func (q *Queue) renewInterests(ctx context.Context, hs []*interestHold) error {
 		}
 	}
 	is.mu.Unlock()
-	return err
+	return restored, err
 }
 
 // renewIn is how long until the hold's entry must be written again.

@@ -26,7 +26,8 @@ type MonitorOptions struct {
 	// sixteenth of their shortest activity timeout, if longer), which is
 	// how it learns of their renewals; while none has, it waits on
 	// watches and a timer, and makes no transactions until something
-	// changes or falls due (see Waking in the package doc). The timer runs on real
+	// changes or falls due, but the renewal of its holds on the change
+	// keys every half minute (see Waking in the package doc). The timer runs on real
 	// time: with an injected clock (Options.Now) the monitor learns that
 	// the clock moved from the next change, or from a Sweep call. An entry
 	// a sweep could not act on (a corrupt record) has it sweep every
@@ -313,10 +314,10 @@ func (m *Monitor) idle(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	defer w.cancel()
-	if w.has && w.wait <= 0 {
-		return true, nil
-	}
 	renew, again, err := m.holdInterest(ctx, w.idleTypes)
+	if w.has && w.wait <= 0 {
+		return true, nil // a sweep reads everything anyway
+	}
 	if err != nil || again {
 		return false, err
 	}
@@ -361,8 +362,9 @@ func (m *Monitor) idle(ctx context.Context) (bool, error) {
 
 // holdInterest makes the monitor's holds on change keys those of types:
 // it takes a hold on each it lacks and lets go of the others. again
-// reports that it took one, so that the monitor reads again: its last
-// read may have missed a change that bumped no key. renew is when the
+// reports that it took one, or wrote again one that another monitor had
+// cleared, so that the monitor reads again: its last read may have missed
+// a change that bumped no key. renew is when the
 // first hold must be renewed (0: none held).
 func (m *Monitor) holdInterest(ctx context.Context, types []string) (renew time.Duration, again bool, err error) {
 	want := make(map[string]bool, len(types))
@@ -379,10 +381,12 @@ func (m *Monitor) holdInterest(ctx context.Context, types []string) (renew time.
 		}
 		hs = append(hs, h)
 	}
-	if err := m.q.renewInterests(ctx, hs); err != nil {
+	restored, err := m.q.renewInterests(ctx, hs)
+	if err != nil {
 		m.releaseInterest(nil)
 		return 0, false, err
 	}
+	again = again || restored
 	for _, h := range hs {
 		if d := h.renewIn(); renew == 0 || d < renew {
 			renew = max(d, time.Millisecond)
