@@ -181,8 +181,6 @@ type acceptResult struct {
 	// again: a job picked could not be taken, and the accept should look
 	// again rather than wait, now that it passes over that job.
 	again bool
-	// notes: what the transaction read of the type's interest entries.
-	notes changeNotes
 }
 
 // Accept takes up to o.Max due jobs of a type, from the zones it chooses
@@ -451,7 +449,7 @@ func (q *Queue) acceptTx(tx kv.Tx, typ string, o AcceptOptions, lock string, cla
 	} else if prev != nil {
 		return q.reclaim(tx, typ, lock, prev)
 	}
-	res := &acceptResult{notes: changeNotes{}}
+	res := &acceptResult{}
 	if s.Paused {
 		if wait {
 			res.watch = tx.Watch(q.k.watch(typ))
@@ -775,7 +773,7 @@ func (q *Queue) takePicks(tx kv.Tx, typ, lock string, o AcceptOptions, s TypeSet
 		}
 		skipped := 0
 		for _, c := range cands {
-			l, err := q.take(tx, typ, c, lock, token, now, s, res.notes)
+			l, err := q.take(tx, typ, c, lock, token, now, s)
 			if err != nil {
 				if !errors.Is(err, errUnreadable) {
 					return nil, err
@@ -816,7 +814,7 @@ var errUnreadable = errors.New("fdbq: pending job cannot be taken")
 // take makes candidate c running under lock, or returns nil when its
 // record is no longer pending, or an error wrapping errUnreadable when it
 // cannot be taken.
-func (q *Queue) take(tx kv.Tx, typ string, c candidate, lock string, token, now int64, s TypeSettings, notes changeNotes) (*Lease, error) {
+func (q *Queue) take(tx kv.Tx, typ string, c candidate, lock string, token, now int64, s TypeSettings) (*Lease, error) {
 	// The read conflict is on the job's record, which changes whenever
 	// the job does; an accept's move of its entry to the other index,
 	// which leaves the record as it is, has a write conflict on it.
@@ -854,7 +852,6 @@ func (q *Queue) take(tx kv.Tx, typ string, c candidate, lock string, token, now 
 	next.StartedAt, next.HeartbeatAt = now, now
 	next.ExpiresAt = now + s.ActivityTimeout.Milliseconds()
 	next.renew, next.stampToken = true, token // acceptTx stamps once
-	next.notes = notes
 	next.Error = ""
 	// A new lock: an exit recorded by an earlier lock must not let that
 	// lock's late retries pass as idempotent replays.

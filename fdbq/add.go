@@ -122,7 +122,6 @@ func (q *Queue) AddBatch(ctx context.Context, tr kv.Transactor, jobs []NewJob) (
 		// the token from its first occurrence, which is not a retry.
 		written := map[[2]string]bool{}
 		marked := map[string]map[zone]bool{}
-		notes := changeNotes{}
 		out := make([]*Job, len(prepared))
 		for i, j := range prepared {
 			ts := settings[j.Type]
@@ -138,7 +137,7 @@ func (q *Queue) AddBatch(ctx context.Context, tr kv.Transactor, jobs []NewJob) (
 			if marked[j.Type] == nil {
 				marked[j.Type] = map[zone]bool{}
 			}
-			job, err := q.add(tx, j, ts, marked[j.Type], notes, now, token, written[k])
+			job, err := q.add(tx, j, ts, marked[j.Type], now, token, written[k])
 			if err != nil {
 				return nil, err
 			}
@@ -151,7 +150,7 @@ func (q *Queue) AddBatch(ctx context.Context, tr kv.Transactor, jobs []NewJob) (
 
 // add adds or resubmits one job for the AddBatch call token; again says
 // that this attempt already wrote the job earlier in the batch.
-func (q *Queue) add(tx kv.Tx, j NewJob, s *TypeSettings, marked map[zone]bool, notes changeNotes, now int64, token string, again bool) (*Job, error) {
+func (q *Queue) add(tx kv.Tx, j NewJob, s *TypeSettings, marked map[zone]bool, now int64, token string, again bool) (*Job, error) {
 	sched := toMs(j.ScheduledAt)
 	if sched == 0 {
 		sched = now
@@ -178,7 +177,6 @@ func (q *Queue) add(tx kv.Tx, j NewJob, s *TypeSettings, marked map[zone]bool, n
 			Key:         j.Key,
 			Shard:       shardOf(j.ID, s.zonesOf(j.Key)),
 			marked:      marked,
-			notes:       notes,
 		}
 		if err := q.put(tx, j.Type, j.ID, old, rec); err != nil {
 			return nil, err
@@ -209,7 +207,7 @@ func (q *Queue) add(tx kv.Tx, j NewJob, s *TypeSettings, marked map[zone]bool, n
 		}
 		rec.Resubmit, rec.ResubmitAt = true, sched
 	}
-	rec.LastAdd, rec.marked, rec.notes = token, marked, notes
+	rec.LastAdd, rec.marked = token, marked
 	if rec.Error != "" {
 		// New data may leave less room for the error of an earlier
 		// attempt, which is jobstage's own text: cut it, not the add.

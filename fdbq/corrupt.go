@@ -135,7 +135,7 @@ func (q *Queue) dropUnreadable(tx kv.Tx, typ, id string, b []byte, loc *located)
 		}
 	}
 	tx.Clear(q.k.job(typ, id))
-	return true, q.changed(tx, typ, nil)
+	return true, q.changed(tx, typ)
 }
 
 // recordHeader is what precedes a record's text and data in formats 1

@@ -277,23 +277,19 @@ func (q *Queue) releaseInterests(hs []*interestHold) {
 type changeNotesMemo struct{ q *Queue }
 
 // changeNotes is what a transaction that changes several jobs learned of
-// their types' interest entries, so that it reads each type's once and
+// their types' interest counts, so that it reads each type's once and
 // bumps each change key once.
 type changeNotes map[string]bool
 
 // changed notes, in a transaction that changes a job of typ, that the
-// type's change key moves if a holder watches it (see interests). notes,
-// if not nil, remembers the types done in this transaction.
-func (q *Queue) changed(tx kv.Tx, typ string, notes changeNotes) error {
-	if notes == nil {
-		// The operations of one transaction share one read (a finish
-		// of many jobs in one commit).
-		notes = kv.Memo(tx, changeNotesMemo{q}, func() any { return changeNotes{} }).(changeNotes)
-	}
-	if notes != nil {
-		if _, done := notes[typ]; done {
-			return nil
-		}
+// type's change key moves if a holder watches it (see interests). The
+// operations of one transaction attempt share one read of the count and
+// one bump (kv.Memo): an AddBatch, an accept of many jobs, a batch of
+// finishes.
+func (q *Queue) changed(tx kv.Tx, typ string) error {
+	notes := kv.Memo(tx, changeNotesMemo{q}, func() any { return changeNotes{} }).(changeNotes)
+	if _, done := notes[typ]; done {
+		return nil
 	}
 	b, err := tx.Get(q.k.interest(typ))
 	if err != nil {
@@ -303,9 +299,7 @@ func (q *Queue) changed(tx kv.Tx, typ string, notes changeNotes) error {
 	if held {
 		tx.Add(q.k.change(typ), 1)
 	}
-	if notes != nil {
-		notes[typ] = held
-	}
+	notes[typ] = held
 	return nil
 }
 

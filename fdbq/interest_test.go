@@ -216,14 +216,21 @@ func TestMonitorClearsStaleInterest(t *testing.T) {
 		h := holders()
 		return !h["dead"] && !h["garbage"] && h[q.InterestHolder()] && interestCount(t, q, "email") == 2
 	})
-	// The monitor renews its own entry every 100 ms, so a lease never
-	// passes over it unrenewed.
-	deadline := time.Now().Add(600 * time.Millisecond)
-	for time.Now().Before(deadline) {
-		if h := holders(); !h["live"] || !h[q.InterestHolder()] {
-			t.Fatalf("holders %v: the live entry or the monitor's own was cleared", h)
+	// Over two renewals of the monitor's own entry (every 100 ms, half a
+	// lease) neither it nor the live one is cleared.
+	expiry := func(h string) int64 {
+		tt, err := tuple.Unpack(rawGet(t, q, sub.MustPack(tuple.Tuple{h})))
+		if err != nil || len(tt) != 1 {
+			return 0
 		}
-		time.Sleep(20 * time.Millisecond)
+		return tt[0].(int64)
+	}
+	first := expiry(q.InterestHolder())
+	eventually(t, waitBound, "two renewals of the monitor's entry", func() bool {
+		return expiry(q.InterestHolder()) >= first+200
+	})
+	if h := holders(); !h["live"] || !h[q.InterestHolder()] {
+		t.Fatalf("holders %v: the live entry or the monitor's own was cleared", h)
 	}
 }
 

@@ -131,9 +131,6 @@ type record struct {
 	// marked, if set, holds the zones this transaction has marked
 	// already (AddBatch), so that put reads each zone's mark once.
 	marked map[zone]bool
-	// notes, if set, is what the transaction knows of its types' interest
-	// entries (see changed), shared by the jobs it changes.
-	notes changeNotes
 }
 
 // zone is the zone the job waits in when pending.

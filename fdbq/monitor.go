@@ -1202,7 +1202,6 @@ func (m *Monitor) sweepIndex(ctx context.Context, typ string, sub tuple.Subspace
 		var last []byte
 		var skipped []skippedEntry
 		err := q.db.Transact(ctx, func(tx kv.Tx) error {
-			notes := changeNotes{}
 			if attempts++; attempts > 1 {
 				n = m.shrinkForRetry()
 			}
@@ -1228,7 +1227,6 @@ func (m *Monitor) sweepIndex(ctx context.Context, typ string, sub tuple.Subspace
 				if rec == nil {
 					continue
 				}
-				rec.notes = notes
 				what, err := act(tx, id, rec)
 				if err != nil {
 					if !jobProblem(err) {

@@ -208,7 +208,7 @@ func (q *Queue) putFrom(tx kv.Tx, typ, id string, old, rec *record, from []byte)
 	}
 	q.countKeyRunning(tx, typ, old, rec)
 	tx.Set(q.k.job(typ, id), b)
-	return q.changed(tx, typ, rec.notes)
+	return q.changed(tx, typ)
 }
 
 // stamp has the commit write its versionstamp to the stamp (rv, token):
@@ -306,7 +306,7 @@ func (q *Queue) drop(tx kv.Tx, typ, id string, old *record) error {
 	q.unindex(tx, typ, id, old)
 	tx.Add(q.k.countShard(typ, old.State, id), -1)
 	tx.Clear(q.k.job(typ, id))
-	return q.changed(tx, typ, old.notes)
+	return q.changed(tx, typ)
 }
 
 func (q *Queue) unindex(tx kv.Tx, typ, id string, old *record) {
