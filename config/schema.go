@@ -125,7 +125,7 @@ var schema = object("", "",
 		),
 		leaf("retention", "How long finished jobs are kept; 0 keeps them forever.").
 			byDefault(dur(fdbq.DefaultRetention)),
-		leaf("zones", "How many zones the jobs of one fairness key are spread over, by a hash of their ids; priority and order hold within a zone. 0: "+num(fdbq.DefaultZones)+". At most "+num(fdbq.MaxZones)+". A change applies to jobs added from then on.").
+		leaf("zones", "How many zones the jobs of one fairness key are spread over, by a hash of their ids; an accept merges the first entries of a key's zones, so priority and order hold across them. 0: "+num(fdbq.DefaultZones)+". At most "+num(fdbq.MaxZones)+". A change applies to jobs added from then on.").
 			byDefault("0"),
 		leaf("max_running", "Bound on the type's running jobs across every process; 0: none.").
 			byDefault("0"),

@@ -1,7 +1,7 @@
 package fdbq
 
 import (
-	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +10,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -547,9 +548,9 @@ func (q *Queue) acceptZones(tx kv.Tx, snap kv.ReadTx, typ, lock string, o Accept
 	}
 	allow := map[string]*keyAllowance{}
 	var ids []string
-	take := func(z zone, inZone, withScheduled bool, upTo int) (bool, error) {
+	take := func(kz keyZones, inZone, withScheduled bool, upTo int) (bool, error) {
 		first := len(res.leases)
-		got, err := q.acceptFrom(tx, snap, typ, lock, o, min(want, upTo), s, token, now, maxSched, wait, held, res, z, inZone, withScheduled, allow, skipKeys)
+		got, err := q.acceptFrom(tx, snap, typ, lock, o, min(want, upTo), s, token, now, maxSched, wait, held, res, kz, inZone, withScheduled, allow, skipKeys)
 		ids = append(ids, got...)
 		return len(res.leases)-first > 0 && len(res.leases) == min(want, upTo), err
 	}
@@ -587,13 +588,13 @@ func (q *Queue) acceptZones(tx kv.Tx, snap kv.ReadTx, typ, lock string, o Accept
 // withScheduled, from the scheduled index's due entries alone) up to want
 // leases in all: each key its share of want by weight, then more from the
 // zones that gave their whole share.
-func (q *Queue) serveZones(plan []zone, want int, s TypeSettings, withScheduled bool,
-	take func(z zone, inZone, withScheduled bool, upTo int) (bool, error), skipKeys map[string]bool, res *acceptResult) error {
+func (q *Queue) serveZones(plan []keyZones, want int, s TypeSettings, withScheduled bool,
+	take func(kz keyZones, inZone, withScheduled bool, upTo int) (bool, error), skipKeys map[string]bool, res *acceptResult) error {
 	if len(plan) == 0 {
 		if !withScheduled {
 			return nil
 		}
-		_, err := take(zone{}, false, true, want)
+		_, err := take(keyZones{}, false, true, want)
 		return err
 	}
 	total := 0
@@ -624,17 +625,18 @@ func (q *Queue) serveZones(plan []zone, want int, s TypeSettings, withScheduled 
 	return nil
 }
 
-// planZones chooses the zones an accept reads: up to maxZoneTries, of
-// different keys, by the keys' weights, passing over the keys held back
-// by their bounds (read with conflicts into allow) and reading the zone
-// index again when what is known of it (tz) is not current and gives no
-// zone.
+// planZones chooses the keys an accept reads: up to maxZoneTries, by the
+// keys' weights, passing over the keys held back by their bounds (read
+// with conflicts into allow) and reading the zone index again when what
+// is known of it (tz) is not current and gives no zone. Of a key spread
+// over more than one zone it reads every zone marked in the snapshot
+// (markedShards); of a key in one zone, that zone.
 func (q *Queue) planZones(tx kv.Tx, snap kv.ReadTx, typ string, s TypeSettings, now int64, tz *typeZones, current bool,
-	skipKeys map[string]bool, skipZones map[zone]bool, allow map[string]*keyAllowance, res *acceptResult) ([]zone, bool, error) {
+	skipKeys map[string]bool, skipZones map[zone]bool, allow map[string]*keyAllowance, res *acceptResult) ([]keyZones, bool, error) {
 	chosen := map[string]bool{}
 	skip := func(key string) bool { return skipKeys[key] || chosen[key] }
-	var plan []zone
-	keyReads, reads := 0, 0
+	var plan []keyZones
+	keyReads, reads, markReads := 0, 0, 0
 	for len(plan) < maxZoneTries {
 		z, ok := tz.choose(q.intn, skip, skipZones)
 		if !ok {
@@ -669,8 +671,25 @@ func (q *Queue) planZones(tx kv.Tx, snap kv.ReadTx, typ string, s TypeSettings, 
 			}
 		}
 		chosen[z.key] = true
-		skipZones[z] = true
-		plan = append(plan, z)
+		kz := keyZones{key: z.key, shards: []int{z.shard}}
+		if s.zonesOf(z.key) > 1 || len(tz.of[z.key]) > 1 {
+			if markReads++; markReads > maxKeyReads {
+				res.next = earliest(res.next, now+limitRecheck.Milliseconds())
+				break
+			}
+			var err error
+			if kz.shards, err = q.markedShards(snap, typ, z.key, skipZones); err != nil {
+				return nil, false, err
+			}
+			if len(kz.shards) == 0 {
+				// Emptied since the zone index was read.
+				continue
+			}
+		}
+		for _, z := range kz.zones() {
+			skipZones[z] = true
+		}
+		plan = append(plan, kz)
 	}
 	return plan, current, nil
 }
@@ -692,36 +711,34 @@ func (q *Queue) heldBack(key string, a *keyAllowance, skipKeys map[string]bool, 
 	}
 }
 
-// acceptFrom reads zone z (with inZone) and, withScheduled, the due
-// entries of the scheduled index, and takes from them what the keys'
+// acceptFrom reads the zones of kz (with inZone) and, withScheduled, the
+// due entries of the scheduled index, and takes from them what the keys'
 // bounds allow, up to want leases in all. A zone found empty has its
 // mark cleared, with a read conflict on its range: an add to it that
 // commits meanwhile fails this commit, and one after it marks the zone
 // again.
 func (q *Queue) acceptFrom(tx kv.Tx, snap kv.ReadTx, typ, lock string, o AcceptOptions, want int, s TypeSettings, token, now, maxSched int64,
-	wait bool, held *[]heldJob, res *acceptResult, z zone, inZone, withScheduled bool, allow map[string]*keyAllowance, skipKeys map[string]bool) ([]string, error) {
-	w, err := q.acceptWindow(snap, typ, z, inZone, withScheduled, now, maxSched, o.Window)
+	wait bool, held *[]heldJob, res *acceptResult, kz keyZones, inZone, withScheduled bool, allow map[string]*keyAllowance, skipKeys map[string]bool) ([]string, error) {
+	w, err := q.acceptWindow(snap, typ, kz, inZone, withScheduled, now, maxSched, o.Window)
 	if err != nil {
 		return nil, err
 	}
 	res.promote = res.promote || w.promote
-	if w.demote {
-		res.demote = append(res.demote, z)
-	}
+	res.demote = append(res.demote, w.demote...)
 	res.next = earliest(res.next, w.next)
-	if inZone && w.empty {
+	for _, z := range w.empty {
 		tx.AddReadConflictRange(q.k.zoneReady(typ, z).Range())
 		tx.Clear(q.k.zoneMark(typ, z))
 		q.zones.forget(typ)
 	}
-	if inZone && !w.empty && len(w.cands) == 0 && !w.demote {
-		// The zone has jobs this accept cannot take (scheduled after its
-		// bound, or unreadable; entries not due yet are moved instead):
-		// an add to it marks nothing, so only the type's change key tells
-		// of one it could take. The Accept's next rounds pass over it
-		// until that key moves.
+	if len(w.cands) == 0 && len(w.blind) > 0 {
+		// The zones have jobs this accept cannot take (scheduled after
+		// its bound, or unreadable; entries not due yet are moved
+		// instead): an add to one marks nothing, so only the type's
+		// change key tells of one it could take. The Accept's next
+		// rounds pass over them until that key moves.
 		res.watchChanges = true
-		res.blind = append(res.blind, z)
+		res.blind = append(res.blind, w.blind...)
 	}
 	cands, err := q.allowed(tx, typ, s, w.cands, allow, skipKeys, now, res)
 	if err != nil || len(cands) == 0 {
@@ -754,7 +771,7 @@ func (q *Queue) acceptFrom(tx kv.Tx, snap kv.ReadTx, typ, lock string, o AcceptO
 func (q *Queue) takePicks(tx kv.Tx, typ, lock string, o AcceptOptions, s TypeSettings, token, now int64, wait bool,
 	window []candidate, held *[]heldJob, res *acceptResult) ([]string, error) {
 	left := window
-	var keys [][]byte
+	var picked []candidate
 	first := len(res.leases)
 	ids := make([]string, 0, o.Max-first)
 	for len(res.leases) < o.Max && len(left) > 0 {
@@ -785,7 +802,7 @@ func (q *Queue) takePicks(tx kv.Tx, typ, lock string, o AcceptOptions, s TypeSet
 				continue
 			}
 			res.leases = append(res.leases, l)
-			keys = append(keys, c.key)
+			picked = append(picked, c)
 			ids = append(ids, c.id)
 		}
 		if skipped == 0 {
@@ -801,7 +818,7 @@ func (q *Queue) takePicks(tx kv.Tx, typ, lock string, o AcceptOptions, s TypeSet
 	if res.again && len(res.leases)-first > 1 {
 		// Replacements were picked after the first picks: back to index
 		// order.
-		sort.Sort(byKey{keys, res.leases[first:]})
+		sort.Sort(byOrder{picked, res.leases[first:]})
 	}
 	return ids, nil
 }
@@ -867,17 +884,31 @@ func (q *Queue) take(tx kv.Tx, typ string, c candidate, lock string, token, now 
 	return &Lease{Job: *next.job(typ, c.id), Lock: lock}, nil
 }
 
-// byKey sorts leases by the keys of their candidates.
-type byKey struct {
-	keys   [][]byte
+// byOrder sorts leases by the order of their candidates.
+type byOrder struct {
+	cands  []candidate
 	leases []*Lease
 }
 
-func (b byKey) Len() int           { return len(b.keys) }
-func (b byKey) Less(i, j int) bool { return bytes.Compare(b.keys[i], b.keys[j]) < 0 }
-func (b byKey) Swap(i, j int) {
-	b.keys[i], b.keys[j] = b.keys[j], b.keys[i]
+func (b byOrder) Len() int           { return len(b.cands) }
+func (b byOrder) Less(i, j int) bool { return compareCandidates(b.cands[i], b.cands[j]) < 0 }
+func (b byOrder) Swap(i, j int) {
+	b.cands[i], b.cands[j] = b.cands[j], b.cands[i]
 	b.leases[i], b.leases[j] = b.leases[j], b.leases[i]
+}
+
+// compareCandidates orders candidates as one zone's ready index does:
+// higher priority first, then earlier scheduled time, then by id. Within
+// a zone it is the order of their keys; it orders the candidates of a
+// key's zones, merged, the same way.
+func compareCandidates(a, b candidate) int {
+	if a.priority != b.priority {
+		return cmp.Compare(b.priority, a.priority)
+	}
+	if a.sched != b.sched {
+		return cmp.Compare(a.sched, b.sched)
+	}
+	return strings.Compare(a.id, b.id)
 }
 
 // reclaim returns the jobs an earlier attempt of this accept took, when
@@ -1013,10 +1044,24 @@ type acceptWindowRead struct {
 	// promote: the scheduled index has at least as many due entries as
 	// the accept read of it.
 	promote bool
-	// demote: the ready index's entries read include some not yet due.
-	demote bool
-	// empty: the zone's range of the ready index has no entry.
-	empty bool
+	// demote are the zones read whose entries include some not yet due.
+	demote []zone
+	// empty are the zones read whose range of the ready index has no
+	// entry; blind those with entries, none of them due or demoted, when
+	// the read gave no candidate.
+	empty, blind []zone
+}
+
+// shardWindow is how many entries of each of a key's n zones an accept
+// reads to merge them into a window of about window entries. The ids'
+// hashes spread a key's jobs evenly over its zones, so each zone holds
+// about window/n of the key's first window entries; reading twice that
+// leaves, after the cut of acceptWindow, most of window.
+func shardWindow(window, n int) int {
+	if n <= 1 {
+		return window
+	}
+	return min(window, (2*window+n-1)/n)
 }
 
 // scheduledWindow is how many of the scheduled index's due entries an
@@ -1032,15 +1077,25 @@ func scheduledWindow(window int) int { return max(window, DefaultWindow) }
 // keys, however many priorities and scheduled times the type's jobs
 // have. Entries known to be unreadable are passed over, and each read
 // takes as many more keys as there are of them.
-func (q *Queue) acceptWindow(snap kv.ReadTx, typ string, z zone, inZone, withScheduled bool, now, maxSched int64, window int) (*acceptWindowRead, error) {
+//
+// Of a key spread over zones (kz holds more than one), it reads the first
+// entries of each zone (shardWindow) and merges them in ready index
+// order (compareCandidates), cut after the least of the last entries of
+// the zones read in full: every entry before the cut was read, so the
+// candidates are the first of the key's entries across its zones,
+// exactly as one zone's first entries are.
+func (q *Queue) acceptWindow(snap kv.ReadTx, typ string, kz keyZones, inZone, withScheduled bool, now, maxSched int64, window int) (*acceptWindowRead, error) {
 	w := &acceptWindowRead{}
 	known := q.unreadable.count(typ)
 	if inZone {
-		if err := q.readyWindow(snap, typ, z, now, maxSched, window, known, w); err != nil {
+		if err := q.mergeZones(snap, typ, kz, now, maxSched, window, known, w); err != nil {
 			return nil, err
 		}
 	}
 	if !withScheduled {
+		if inZone && len(w.cands) == 0 {
+			w.blind = nonemptyOf(kz, w)
+		}
 		return w, nil
 	}
 	limit := scheduledWindow(window) + known
@@ -1075,20 +1130,119 @@ func (q *Queue) acceptWindow(snap kv.ReadTx, typ string, z zone, inZone, withSch
 		}
 	}
 	if merged {
-		slices.SortStableFunc(w.cands, func(a, b candidate) int { return bytes.Compare(a.key, b.key) })
+		slices.SortStableFunc(w.cands, compareCandidates)
+	}
+	if inZone && len(w.cands) == 0 {
+		w.blind = nonemptyOf(kz, w)
 	}
 	return w, nil
 }
 
-// readyWindow reads the first window entries of zone z's range of the
-// ready index into w.
-func (q *Queue) readyWindow(snap kv.ReadTx, typ string, z zone, now, maxSched int64, window, known int, w *acceptWindowRead) error {
-	ready := q.k.zoneReady(typ, z).Range()
-	kvs, err := snap.GetRange(ready, kv.RangeOptions{Limit: window + known})
-	if err != nil {
+// mergeZones reads into w the first entries of the zones of kz: of one
+// zone, its first window; of more, the first entries of each
+// (shardWindow), merged in ready index order and cut after the least of
+// the last entries of the zones read as far as the read's limit. When
+// fewer than window are left before the cut, it reads the zones read that
+// far on to window entries each, so that at least window entries come
+// before the cut; so a key's zones give an accept as many candidates as
+// one zone would, at twice the window's keys read, mostly.
+func (q *Queue) mergeZones(snap kv.ReadTx, typ string, kz keyZones, now, maxSched int64, window, known int, w *acceptWindowRead) error {
+	if len(kz.shards) == 1 {
+		_, _, err := q.readyWindow(snap, typ, kz.zones()[0], nil, now, maxSched, window, known, w)
 		return err
 	}
-	w.empty = len(kvs) == 0
+	type read struct {
+		z    zone
+		last *candidate // the last entry that parses, of a read as far as its limit
+		key  []byte     // the last key read, of a read as far as its limit
+	}
+	var open []read // the zones read as far as the limit
+	limit := shardWindow(window, len(kz.shards))
+	for _, z := range kz.zones() {
+		last, key, err := q.readyWindow(snap, typ, z, nil, now, maxSched, limit, known, w)
+		if err != nil {
+			return err
+		}
+		if key != nil {
+			open = append(open, read{z, last, key})
+		}
+	}
+	cutOf := func() *candidate {
+		var cut *candidate
+		for _, r := range open {
+			if r.last != nil && (cut == nil || compareCandidates(*r.last, *cut) < 0) {
+				cut = r.last
+			}
+		}
+		return cut
+	}
+	before := func(cut *candidate) int {
+		if cut == nil {
+			return len(w.cands)
+		}
+		n := 0
+		for _, c := range w.cands {
+			if compareCandidates(c, *cut) <= 0 {
+				n++
+			}
+		}
+		return n
+	}
+	if cut := cutOf(); cut != nil && limit < window && before(cut) < window {
+		more := open[:0:0]
+		for _, r := range open {
+			last, key, err := q.readyWindow(snap, typ, r.z, kv.KeyAfter(r.key), now, maxSched, window-limit, known, w)
+			if err != nil {
+				return err
+			}
+			if key != nil {
+				more = append(more, read{r.z, cmp.Or(last, r.last), key})
+			}
+		}
+		open = more
+	}
+	slices.SortFunc(w.cands, compareCandidates)
+	if cut := cutOf(); cut != nil {
+		w.cands = slices.DeleteFunc(w.cands, func(c candidate) bool { return compareCandidates(c, *cut) > 0 })
+	}
+	return nil
+}
+
+// nonemptyOf lists the zones of kz that w found neither empty nor with
+// entries to demote.
+func nonemptyOf(kz keyZones, w *acceptWindowRead) []zone {
+	var out []zone
+	for _, z := range kz.zones() {
+		if !slices.Contains(w.empty, z) && !slices.Contains(w.demote, z) {
+			out = append(out, z)
+		}
+	}
+	return out
+}
+
+// readyWindow reads the first window entries of zone z's range of the
+// ready index (from begin; nil: from its start) into w; a zone it finds
+// empty joins w.empty. When it read as many keys as it may, it returns
+// the last of them, and the last of them that parses (nil: none does):
+// entries after that key are unread.
+func (q *Queue) readyWindow(snap kv.ReadTx, typ string, z zone, begin []byte, now, maxSched int64, window, known int, w *acceptWindowRead) (*candidate, []byte, error) {
+	ready := q.k.zoneReady(typ, z).Range()
+	if begin != nil {
+		ready.Begin = begin
+	}
+	kvs, err := snap.GetRange(ready, kv.RangeOptions{Limit: window + known})
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(kvs) == 0 && begin == nil {
+		w.empty = append(w.empty, z)
+	}
+	demote := false
+	defer func() {
+		if demote && !slices.Contains(w.demote, z) {
+			w.demote = append(w.demote, z)
+		}
+	}()
 	if known > 0 {
 		q.unreadable.prune(typ, ready, kvs, window+known)
 	}
@@ -1104,7 +1258,7 @@ func (q *Queue) readyWindow(snap kv.ReadTx, typ string, z zone, now, maxSched in
 		if sched > now {
 			// Indexed as due by a clock ahead of this one, or by a
 			// version that kept every pending job in this index.
-			w.demote = true
+			demote = true
 			w.next = earliest(w.next, sched)
 		}
 		if sched > maxSched {
@@ -1112,7 +1266,16 @@ func (q *Queue) readyWindow(snap kv.ReadTx, typ string, z zone, now, maxSched in
 		}
 		w.cands = append(w.cands, candidate{key: e.Key, zone: ez, priority: int(-neg), sched: sched, id: id, record: e.Value, entry: e.Key})
 	}
-	return nil
+	if len(kvs) < window+known {
+		return nil, nil, nil
+	}
+	lastKey := kvs[len(kvs)-1].Key
+	for i := len(kvs) - 1; i >= 0; i-- {
+		if _, neg, sched, id, err := q.parsePending(typ, kvs[i].Key); err == nil {
+			return &candidate{priority: int(-neg), sched: sched, id: id}, lastKey, nil
+		}
+	}
+	return nil, lastKey, nil
 }
 
 // nextScheduled returns the scheduled time of the type's earliest entry in

@@ -96,8 +96,10 @@ func TestAcceptReadsBoundedManyPrioritiesAllDue(t *testing.T) {
 	if !slices.Equal(ids, []string{fmt.Sprintf("due%05d", n)}) {
 		t.Fatalf("accepted %v, want the highest priority's due job", ids)
 	}
-	if gets > 4 || ranges > 4 || keys > fdbq.DefaultWindow+4 {
-		t.Fatalf("one accept read %d keys, %d ranges (%d keys): want at most 4 keys, 4 ranges and %d keys in them", gets, ranges, keys, fdbq.DefaultWindow+4)
+	// The first entries of each of the default zones, merged (shardWindow:
+	// twice the window in all), and the zones' marks.
+	if maxRanges, maxKeys := int64(4+fdbq.DefaultZones), int64(2*fdbq.DefaultWindow+2*fdbq.DefaultZones+4); gets > 4 || ranges > maxRanges || keys > maxKeys {
+		t.Fatalf("one accept read %d keys, %d ranges (%d keys): want at most 4 keys, %d ranges and %d keys in them", gets, ranges, keys, maxRanges, maxKeys)
 	}
 }
 
@@ -119,18 +121,18 @@ func TestAcceptSkipsCorruptPendingJobs(t *testing.T) {
 	}{
 		{"copy in the entry", nil, func(tx kv.Tx, sched int64) {
 			tx.Set(trJobKey("email", "bad"), []byte{0x01, 0x02, 0x99})
-			tx.Set(root.MustPack(tuple.Tuple{2, "email", "", 0, -10, sched, "bad"}), []byte{0x01, 0x02, 0x99})
+			tx.Set(root.MustPack(tuple.Tuple{2, "email", "", fdbq.ShardOf("bad", fdbq.DefaultZones), -10, sched, "bad"}), []byte{0x01, 0x02, 0x99})
 		}, "bad", 0},
 		{"copy in a scheduled entry", nil, func(tx kv.Tx, sched int64) {
 			tx.Set(trJobKey("email", "bad"), []byte{0x01, 0x02, 0x99})
-			tx.Set(root.MustPack(tuple.Tuple{11, "email", sched, -10, "", 0, "bad"}), []byte{0x01, 0x02, 0x99})
+			tx.Set(root.MustPack(tuple.Tuple{11, "email", sched, -10, "", fdbq.ShardOf("bad", fdbq.DefaultZones), "bad"}), []byte{0x01, 0x02, 0x99})
 		}, "bad", time.Minute},
 		{"record", big, func(tx kv.Tx, _ int64) {
 			tx.Set(trJobKey("email", "bad"), []byte("{not json"))
 		}, "bad", 0},
 		{"entry", nil, func(tx kv.Tx, sched int64) {
-			tx.Clear(root.MustPack(tuple.Tuple{2, "email", "", 0, -10, sched, "bad"}))
-			tx.Set(root.MustPack(tuple.Tuple{2, "email", "", 0, -10, "not a time", "bad"}), nil)
+			tx.Clear(root.MustPack(tuple.Tuple{2, "email", "", fdbq.ShardOf("bad", fdbq.DefaultZones), -10, sched, "bad"}))
+			tx.Set(root.MustPack(tuple.Tuple{2, "email", "", fdbq.ShardOf("bad", fdbq.DefaultZones), -10, "not a time", "bad"}), nil)
 		}, "malformed", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -193,7 +195,10 @@ func indexCounts(t *testing.T, q *fdbq.Queue, typ string) (ready, scheduled int)
 // over those, moves them to the scheduled index a window at a time, and
 // takes the due job below them; they are taken once due.
 func TestAcceptEarlierLayout(t *testing.T) {
-	q, c := newQueue(t)
+	// Those versions kept a type's jobs in one zone.
+	s := fdbq.DefaultTypeSettings()
+	s.Zones = 1
+	q, c := openTestQueue(t, nil, s)
 	root := tuple.FromBytes(fdbq.DefaultPrefix)
 	const n = 600
 	addManyPriorities(t, q, c.Now(), n, time.Hour, false)
@@ -294,9 +299,12 @@ func TestAcceptPromotesDueBacklog(t *testing.T) {
 		if len(ids) != 1 {
 			t.Fatalf("accept %d took %v", k, ids)
 		}
-		// Point reads: four of its own and, as it starts a job, the
-		// type's interest count (doc.go, Waking).
-		if gets > 5 || ranges > 6 || keys > 3*fdbq.DefaultWindow+4 {
+		// Point reads: four of its own, as it starts a job, the type's
+		// interest count (doc.go, Waking), and the marks of the zones the
+		// jobs it promotes go to (16 default zones of one key: 15 more).
+		// Range reads: of the ready index, the key's zones' marks and the
+		// first entries of each zone (twice the window in all).
+		if gets > 4+fdbq.DefaultZones || ranges > 6+fdbq.DefaultZones || keys > 4*fdbq.DefaultWindow+2*fdbq.DefaultZones+4 {
 			t.Fatalf("accept %d read %d keys, %d ranges (%d keys)", k, gets, ranges, keys)
 		}
 		if ids[0] == top {

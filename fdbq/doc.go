@@ -172,7 +172,7 @@
 // A job may carry a fairness key (NewJob.Key): a tenant, a customer, a
 // group. The pending jobs of a type wait in zones: a zone is a key and a
 // shard of it, the hash of the job's id modulo the key's zone count
-// (TypeSettings.Zones, a key's KeyPolicy.Zones; DefaultZones is 1) when
+// (TypeSettings.Zones, a key's KeyPolicy.Zones; DefaultZones is 16) when
 // the job was added. An accept chooses up to 8 zones of different keys at
 // random, each key with probability in proportion to its weight
 // (KeyPolicy.Weight), from the zone marks (P, 15) as last read by the
@@ -180,17 +180,26 @@
 // 2 ms while the zones known give jobs, and at once before an accept
 // concludes there is nothing). It gives each chosen key a share of its
 // batch in proportion to the key's weight and takes the first entries of
-// the key's zone, then more from the zones that had more. So the keys
+// the key's zones, then more from the keys that had more. Of a key in
+// more than one zone it reads the zones marked in its snapshot (P, 15,
+// type, key) and the first entries of each, about twice the window
+// divided by their number (more, on to the window, when too few are left
+// before the cut), merges them in ready order, and cuts the merge after
+// the least of the last entries of the zones not read to their end: the
+// candidates are then exactly the key's first entries across its zones.
+// So 16 zones cost an accept 17 range reads where one zone costs one,
+// and twice the window's keys. So the keys
 // with ready jobs share the type's accepts by weight, and a key with one
 // job among keys with a backlog waits for the next accept.
 //
 // What a user can rely on:
-//   - Within a zone, order is as without zones: higher priority first,
-//     then earlier scheduled time (a random choice among equal ones, as
-//     before; see Accept and contention). A key whose jobs are in one zone
-//     (the default, or KeyPolicy.Zones 1) keeps that order across all its
-//     jobs; a key spread over zones keeps it within each.
-//   - Across keys, and across the zones of a key, there is no order:
+//   - Within a key, across all its zones, order is as without zones:
+//     higher priority first, then earlier scheduled time (a random choice
+//     among equal ones, as before; see Accept and contention). An accept
+//     with a window of Max (Window 1 for one job) takes exactly the key's
+//     first jobs in that order as of its snapshot; with a larger window,
+//     jobs among the key's first window.
+//   - Across keys there is no order:
 //     fairness decides. A job of high priority of one key does not pass
 //     the jobs of another.
 //   - MaxRunning of a key (or of the type) is never passed at any commit,
@@ -203,7 +212,7 @@
 //     that begin at the first start after the last one ended, by the clock
 //     of the accepting process: clocks that disagree by d move a window's
 //     edges by up to d.
-//   - MaxRunning 1 with Zones 1 is a sequence: the key's jobs run one at a
+//   - MaxRunning 1 is a sequence: the key's jobs run one at a
 //     time, in priority and then scheduled order, across every process. A
 //     job that fails and is retried later is scheduled after its retry
 //     delay, so jobs after it may run first.

@@ -37,6 +37,9 @@ func SetMaxZoneScan(n int) func() {
 // LaneOf is the lane of job id's activity entry.
 func LaneOf(id string) int { return laneOf(id) }
 
+// ShardOf is the shard of job id among n zones.
+func ShardOf(id string, n int) int { return shardOf(id, n) }
+
 // SetInterestLease sets how long an interest entry lives unrenewed, until
 // the returned func puts it back.
 func SetInterestLease(d time.Duration) func() {

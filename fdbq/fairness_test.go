@@ -1,10 +1,13 @@
 package fdbq_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -104,13 +107,23 @@ func TestKeyMaxRunningReleasedByRecycle(t *testing.T) {
 	}
 }
 
-// With MaxRunning 1 and one zone, a key's jobs run one at a time and in
-// the order they were added, across acceptors that run at once and
-// through commits that conflict or come back unknown.
+// With MaxRunning 1, a key's jobs run one at a time and in the order they
+// were added, across acceptors that run at once and through commits that
+// conflict or come back unknown: in one zone, and spread over the default
+// zones, whose first entries an accept merges.
 func TestKeySequence(t *testing.T) {
+	for _, zones := range []int{1, 0} {
+		t.Run(fmt.Sprintf("zones=%d", zones), func(t *testing.T) { testKeySequence(t, zones) })
+	}
+}
+
+func testKeySequence(t *testing.T, zones int) {
 	s := fdbq.DefaultTypeSettings()
-	s.Keys = map[string]fdbq.KeyPolicy{"seq": {MaxRunning: 1, Zones: 1}}
+	s.Keys = map[string]fdbq.KeyPolicy{"seq": {MaxRunning: 1, Zones: zones}}
 	s.Zones = 8
+	if zones == 0 {
+		s.Zones = 0 // the default zones
+	}
 	q, _ := limitedQueue(t, s)
 	ids := addKeyed(t, q, "seq", 40)
 	addKeyed(t, q, "other", 40)
@@ -451,5 +464,68 @@ func TestManyBlindZonesDoNotPoll(t *testing.T) {
 	out := recvWithin(t, res, "the accept woken by a job it can take")
 	if out.err != nil || len(out.leases) != 1 || out.leases[0].ID != "early" {
 		t.Fatalf("woken accept: %v %v", leaseIDsOf(out.leases), out.err)
+	}
+}
+
+// An accept takes a key's jobs in order across the key's zones: with a
+// window of Max (strict), exactly the first Max in priority, then
+// scheduled, then id order; with the default window, jobs among the first
+// window in that order. Jobs of random priorities and scheduled times, in
+// the default zones and in a key with 16 zones, drained by accepts of
+// random sizes. Seeded (JOBSTAGE_SEED).
+func TestAcceptOrderAcrossZones(t *testing.T) {
+	for _, seed := range modelSeedList(t) {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			t.Logf("seed %d (rerun with JOBSTAGE_SEED=%d)", seed, seed)
+			rng := rand.New(rand.NewPCG(seed, 11))
+			s := fdbq.DefaultTypeSettings()
+			s.Keys = map[string]fdbq.KeyPolicy{"k": {Zones: 16}}
+			q, c := limitedQueue(t, s)
+			for _, key := range []string{"", "k"} {
+				type job struct {
+					id    string
+					prio  int
+					sched time.Time
+				}
+				var jobs []job
+				for i := range 100 + rng.IntN(400) {
+					j := job{fmt.Sprintf("%s%04d", key, rng.IntN(10000)*10+i%10), rng.IntN(5) - 2, c.Now().Add(-time.Duration(rng.IntN(20)) * time.Second)}
+					if slices.ContainsFunc(jobs, func(o job) bool { return o.id == j.id }) {
+						continue
+					}
+					addJob(t, q, fdbq.NewJob{ID: j.id, Key: key, Priority: j.prio, ScheduledAt: j.sched})
+					jobs = append(jobs, j)
+				}
+				slices.SortFunc(jobs, func(a, b job) int {
+					return cmp.Or(cmp.Compare(b.prio, a.prio), a.sched.Compare(b.sched), strings.Compare(a.id, b.id))
+				})
+				var order []string
+				for _, j := range jobs {
+					order = append(order, j.id)
+				}
+				for len(order) > 0 {
+					n := 1 + rng.IntN(5)
+					strict := rng.IntN(2) == 0
+					o := fdbq.AcceptOptions{Max: n}
+					if strict {
+						o.Window = n
+					}
+					got := leaseIDsOf(acceptNoWait(t, q, o))
+					if len(got) != min(n, len(order)) {
+						t.Fatalf("key %q: accept of %d took %v with %d pending", key, n, got, len(order))
+					}
+					window := order[:min(len(order), max(4*n, fdbq.DefaultWindow))]
+					if strict {
+						window = order[:len(got)]
+					}
+					for _, id := range got {
+						if !slices.Contains(window, id) {
+							t.Fatalf("key %q: accept (max %d, strict %v) took %s, not among the first %v", key, n, strict, id, window[:min(len(window), 8)])
+						}
+						order = slices.DeleteFunc(order, func(x string) bool { return x == id })
+					}
+				}
+			}
+		})
 	}
 }

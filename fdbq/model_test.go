@@ -255,7 +255,8 @@ func (m *model) listed(s fdbq.State) []string {
 	}
 	switch s {
 	case fdbq.Pending:
-		// The ready index by priority, then the scheduled index by time.
+		// The ready index by zone, then priority, then the scheduled
+		// index by time.
 		var later []string
 		ids = slices.DeleteFunc(ids, func(id string) bool {
 			if !m.jobs[id].due {
@@ -264,10 +265,15 @@ func (m *model) listed(s fdbq.State) []string {
 			}
 			return false
 		})
+		// By zone first: the ids' shards among the default zones.
 		m.sortPending(ids)
+		slices.SortStableFunc(ids, func(a, b string) int {
+			return cmp.Compare(fdbq.ShardOf(a, fdbq.DefaultZones), fdbq.ShardOf(b, fdbq.DefaultZones))
+		})
 		slices.SortFunc(later, func(a, b string) int {
 			ja, jb := m.jobs[a], m.jobs[b]
-			return cmp.Or(cmp.Compare(ja.sched, jb.sched), cmp.Compare(jb.priority, ja.priority), strings.Compare(a, b))
+			return cmp.Or(cmp.Compare(ja.sched, jb.sched), cmp.Compare(jb.priority, ja.priority),
+				cmp.Compare(fdbq.ShardOf(a, fdbq.DefaultZones), fdbq.ShardOf(b, fdbq.DefaultZones)), strings.Compare(a, b))
 		})
 		ids = append(ids, later...)
 	case fdbq.Running:

@@ -99,8 +99,9 @@ type TypeSettings struct {
 	// Retention is how long finished jobs are kept; 0 keeps them forever.
 	Retention time.Duration `json:"retention"`
 	// Zones is how many zones the jobs of one fairness key are spread
-	// over, by a hash of their ids (0: DefaultZones). Priority and order
-	// hold within a zone; see Fairness in the package doc. A change
+	// over, by a hash of their ids (0: DefaultZones). An accept merges the
+	// first entries of a key's zones, so priority and order hold across
+	// them; see Fairness in the package doc. A change
 	// applies to jobs added from then on.
 	Zones int `json:"zones,omitempty"`
 	// MaxRunning bounds the type's running jobs across every process
@@ -119,8 +120,7 @@ type KeyPolicy struct {
 	// (0: 1): a key of weight 2 is chosen twice as often as one of 1.
 	Weight int `json:"weight,omitempty"`
 	// MaxRunning bounds the key's running jobs across every process (0:
-	// no bound). With 1 and Zones 1 the key's jobs run one at a time, in
-	// order.
+	// no bound). With 1 the key's jobs run one at a time, in order.
 	MaxRunning int `json:"max_running,omitempty"`
 	// MaxStarts jobs of the key start in each Per, a window that begins
 	// at the first start after the last one ended (0: no bound).
@@ -133,10 +133,11 @@ type KeyPolicy struct {
 // Bounds of the fairness settings.
 const (
 	// DefaultZones is how many zones a key's jobs are spread over when
-	// the type does not say: one, so that priority and order hold across
-	// the key's jobs. A type that must grow with a FoundationDB cluster
-	// takes more (16 spreads one key's writes over 16 ranges).
-	DefaultZones = 1
+	// the type does not say: 16 ranges of the keyspace, so that one key's
+	// adds and accepts land on 16 shards of a FoundationDB cluster, not
+	// one. An accept merges the first entries of a key's zones, so
+	// priority and order hold across them as within one.
+	DefaultZones = 16
 	// MaxZones bounds the zones of one key.
 	MaxZones = 256
 	// MaxKeyPolicies bounds TypeSettings.Keys: the settings are one value.

@@ -324,3 +324,42 @@ func (q *Queue) countStarts(tx kv.Tx, typ string, leases []*Lease, allow map[str
 		}
 	}
 }
+
+// keyZones are the zones of one fairness key that an accept reads
+// together: of a key spread over more than one zone, every zone marked in
+// the accept's snapshot, whose first entries it merges (acceptWindow), so
+// that priority and order hold across the key's zones as within one.
+type keyZones struct {
+	key    string
+	shards []int
+}
+
+// zones lists the zones of kz.
+func (kz keyZones) zones() []zone {
+	out := make([]zone, len(kz.shards))
+	for i, sh := range kz.shards {
+		out[i] = zone{key: kz.key, shard: sh}
+	}
+	return out
+}
+
+// markedShards reads, in the accept's snapshot, the shards of key whose
+// zones are marked, passing over those in skipZones. Marks change with
+// the zones' entries in the same transactions (markZone, acceptFrom), so
+// these are the key's zones with ready entries at the snapshot, whatever
+// the Queue's cached view of the zone index says.
+func (q *Queue) markedShards(snap kv.ReadTx, typ, key string, skipZones map[zone]bool) ([]int, error) {
+	kvs, err := snap.GetRange(q.k.zonesType(typ).Sub(key).Range(), kv.RangeOptions{Limit: MaxZones + 1})
+	if err != nil {
+		return nil, err
+	}
+	var shards []int
+	for _, e := range kvs {
+		z, ok := q.k.parseZoneMark(typ, e.Key)
+		if !ok || z.key != key || skipZones[z] {
+			continue // not a key fdbq writes, or passed over
+		}
+		shards = append(shards, z.shard)
+	}
+	return shards, nil
+}
