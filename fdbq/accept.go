@@ -672,7 +672,17 @@ func (q *Queue) planZones(tx kv.Tx, snap kv.ReadTx, typ string, s TypeSettings, 
 		}
 		chosen[z.key] = true
 		kz := keyZones{key: z.key, shards: []int{z.shard}}
-		if s.zonesOf(z.key) > 1 || len(tz.of[z.key]) > 1 {
+		if current && len(tz.of[z.key]) > 1 {
+			// The index as read is current: no zone was marked since, so
+			// the key's zones with ready entries are among those it
+			// holds (one emptied since is found so).
+			kz.shards = nil
+			for _, sh := range tz.of[z.key] {
+				if !skipZones[zone{key: z.key, shard: sh}] {
+					kz.shards = append(kz.shards, sh)
+				}
+			}
+		} else if !current && (s.zonesOf(z.key) > 1 || len(tz.of[z.key]) > 1) {
 			if markReads++; markReads > maxKeyReads {
 				res.next = earliest(res.next, now+limitRecheck.Milliseconds())
 				break
@@ -719,7 +729,7 @@ func (q *Queue) heldBack(key string, a *keyAllowance, skipKeys map[string]bool, 
 // again.
 func (q *Queue) acceptFrom(tx kv.Tx, snap kv.ReadTx, typ, lock string, o AcceptOptions, want int, s TypeSettings, token, now, maxSched int64,
 	wait bool, held *[]heldJob, res *acceptResult, kz keyZones, inZone, withScheduled bool, allow map[string]*keyAllowance, skipKeys map[string]bool) ([]string, error) {
-	w, err := q.acceptWindow(snap, typ, kz, inZone, withScheduled, now, maxSched, o.Window)
+	w, err := q.acceptWindow(snap, typ, kz, inZone, withScheduled, now, maxSched, o.Window, want)
 	if err != nil {
 		return nil, err
 	}
@@ -1053,15 +1063,15 @@ type acceptWindowRead struct {
 }
 
 // shardWindow is how many entries of each of a key's n zones an accept
-// reads to merge them into a window of about window entries. The ids'
-// hashes spread a key's jobs evenly over its zones, so each zone holds
-// about window/n of the key's first window entries; reading twice that
-// leaves, after the cut of acceptWindow, most of window.
+// reads first to merge them into a window (mergeZones). The ids' hashes
+// spread a key's jobs evenly over its zones, so each zone holds about
+// window/n of the key's first window entries, and the cut leaves most of
+// them.
 func shardWindow(window, n int) int {
 	if n <= 1 {
 		return window
 	}
-	return min(window, (2*window+n-1)/n)
+	return (window + n - 1) / n
 }
 
 // scheduledWindow is how many of the scheduled index's due entries an
@@ -1084,11 +1094,11 @@ func scheduledWindow(window int) int { return max(window, DefaultWindow) }
 // the zones read in full: every entry before the cut was read, so the
 // candidates are the first of the key's entries across its zones,
 // exactly as one zone's first entries are.
-func (q *Queue) acceptWindow(snap kv.ReadTx, typ string, kz keyZones, inZone, withScheduled bool, now, maxSched int64, window int) (*acceptWindowRead, error) {
+func (q *Queue) acceptWindow(snap kv.ReadTx, typ string, kz keyZones, inZone, withScheduled bool, now, maxSched int64, window, need int) (*acceptWindowRead, error) {
 	w := &acceptWindowRead{}
 	known := q.unreadable.count(typ)
 	if inZone {
-		if err := q.mergeZones(snap, typ, kz, now, maxSched, window, known, w); err != nil {
+		if err := q.mergeZones(snap, typ, kz, now, maxSched, window, need, known, w); err != nil {
 			return nil, err
 		}
 	}
@@ -1142,11 +1152,12 @@ func (q *Queue) acceptWindow(snap kv.ReadTx, typ string, kz keyZones, inZone, wi
 // zone, its first window; of more, the first entries of each
 // (shardWindow), merged in ready index order and cut after the least of
 // the last entries of the zones read as far as the read's limit. When
-// fewer than window are left before the cut, it reads the zones read that
-// far on to window entries each, so that at least window entries come
-// before the cut; so a key's zones give an accept as many candidates as
-// one zone would, at twice the window's keys read, mostly.
-func (q *Queue) mergeZones(snap kv.ReadTx, typ string, kz keyZones, now, maxSched int64, window, known int, w *acceptWindowRead) error {
+// fewer than need (the jobs the accept takes of the key) are left before
+// the cut, it reads the zones read that far on to window entries each, so
+// that at least window entries come before the cut. So a key's zones give
+// an accept its jobs in the order one zone would, at about the window's
+// keys read, mostly, and the accept picks among at least need.
+func (q *Queue) mergeZones(snap kv.ReadTx, typ string, kz keyZones, now, maxSched int64, window, need, known int, w *acceptWindowRead) error {
 	if len(kz.shards) == 1 {
 		_, _, err := q.readyWindow(snap, typ, kz.zones()[0], nil, now, maxSched, window, known, w)
 		return err
@@ -1188,7 +1199,7 @@ func (q *Queue) mergeZones(snap kv.ReadTx, typ string, kz keyZones, now, maxSche
 		}
 		return n
 	}
-	if cut := cutOf(); cut != nil && limit < window && before(cut) < window {
+	if cut := cutOf(); cut != nil && limit < window && before(cut) < need {
 		more := open[:0:0]
 		for _, r := range open {
 			last, key, err := q.readyWindow(snap, typ, r.z, kv.KeyAfter(r.key), now, maxSched, window-limit, known, w)

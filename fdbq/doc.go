@@ -172,7 +172,7 @@
 // A job may carry a fairness key (NewJob.Key): a tenant, a customer, a
 // group. The pending jobs of a type wait in zones: a zone is a key and a
 // shard of it, the hash of the job's id modulo the key's zone count
-// (TypeSettings.Zones, a key's KeyPolicy.Zones; DefaultZones is 16) when
+// (TypeSettings.Zones, a key's KeyPolicy.Zones; DefaultZones is 1) when
 // the job was added. An accept chooses up to 8 zones of different keys at
 // random, each key with probability in proportion to its weight
 // (KeyPolicy.Weight), from the zone marks (P, 15) as last read by the

@@ -109,10 +109,10 @@ func TestKeyMaxRunningReleasedByRecycle(t *testing.T) {
 
 // With MaxRunning 1, a key's jobs run one at a time and in the order they
 // were added, across acceptors that run at once and through commits that
-// conflict or come back unknown: in one zone, and spread over the default
-// zones, whose first entries an accept merges.
+// conflict or come back unknown: in one zone, and spread over 16 zones,
+// whose first entries an accept merges.
 func TestKeySequence(t *testing.T) {
-	for _, zones := range []int{1, 0} {
+	for _, zones := range []int{1, 16} {
 		t.Run(fmt.Sprintf("zones=%d", zones), func(t *testing.T) { testKeySequence(t, zones) })
 	}
 }
@@ -121,9 +121,6 @@ func testKeySequence(t *testing.T, zones int) {
 	s := fdbq.DefaultTypeSettings()
 	s.Keys = map[string]fdbq.KeyPolicy{"seq": {MaxRunning: 1, Zones: zones}}
 	s.Zones = 8
-	if zones == 0 {
-		s.Zones = 0 // the default zones
-	}
 	q, _ := limitedQueue(t, s)
 	ids := addKeyed(t, q, "seq", 40)
 	addKeyed(t, q, "other", 40)
@@ -470,9 +467,9 @@ func TestManyBlindZonesDoNotPoll(t *testing.T) {
 // An accept takes a key's jobs in order across the key's zones: with a
 // window of Max (strict), exactly the first Max in priority, then
 // scheduled, then id order; with the default window, jobs among the first
-// window in that order. Jobs of random priorities and scheduled times, in
-// the default zones and in a key with 16 zones, drained by accepts of
-// random sizes. Seeded (JOBSTAGE_SEED).
+// window in that order. Jobs of random priorities and scheduled times,
+// without a key in the type's 16 zones and in a key with 16 zones of its
+// own, drained by accepts of random sizes. Seeded (JOBSTAGE_SEED).
 func TestAcceptOrderAcrossZones(t *testing.T) {
 	for _, seed := range modelSeedList(t) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
@@ -480,6 +477,7 @@ func TestAcceptOrderAcrossZones(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 11))
 			s := fdbq.DefaultTypeSettings()
 			s.Keys = map[string]fdbq.KeyPolicy{"k": {Zones: 16}}
+			s.Zones = 16
 			q, c := limitedQueue(t, s)
 			for _, key := range []string{"", "k"} {
 				type job struct {

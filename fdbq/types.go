@@ -133,11 +133,11 @@ type KeyPolicy struct {
 // Bounds of the fairness settings.
 const (
 	// DefaultZones is how many zones a key's jobs are spread over when
-	// the type does not say: 16 ranges of the keyspace, so that one key's
-	// adds and accepts land on 16 shards of a FoundationDB cluster, not
-	// one. An accept merges the first entries of a key's zones, so
-	// priority and order hold across them as within one.
-	DefaultZones = 16
+	// the type does not say: one. A type that must grow with a
+	// FoundationDB cluster takes more (16 spreads one key's adds and
+	// accepts over 16 ranges); an accept merges the first entries of a
+	// key's zones, so priority and order hold across them as within one.
+	DefaultZones = 1
 	// MaxZones bounds the zones of one key.
 	MaxZones = 256
 	// MaxKeyPolicies bounds TypeSettings.Keys: the settings are one value.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -59,6 +60,7 @@ func TestUnreadableJob(t *testing.T) {
 				break
 			}
 		}
+		slices.Sort(jobs) // listed by zone, then order
 		if strings.Join(jobs, ",") != "a,c" || len(bad) != 2 {
 			t.Fatalf("limit %d: jobs %v, unreadable %+v", limit, jobs, bad)
 		}
