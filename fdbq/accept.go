@@ -1065,13 +1065,15 @@ type acceptWindowRead struct {
 // shardWindow is how many entries of each of a key's n zones an accept
 // reads first to merge them into a window (mergeZones). The ids' hashes
 // spread a key's jobs evenly over its zones, so each zone holds about
-// window/n of the key's first window entries, and the cut leaves most of
-// them.
+// window/n of the key's first window entries; the cut falls at the zone
+// whose entries run out first, so each reads half as many again (and 2
+// more), and the cut leaves about a window before it without a second
+// read.
 func shardWindow(window, n int) int {
 	if n <= 1 {
 		return window
 	}
-	return (window + n - 1) / n
+	return min(window, (3*window+2*n-1)/(2*n)+2)
 }
 
 // scheduledWindow is how many of the scheduled index's due entries an
@@ -1151,10 +1153,11 @@ func (q *Queue) acceptWindow(snap kv.ReadTx, typ string, kz keyZones, inZone, wi
 // mergeZones reads into w the first entries of the zones of kz: of one
 // zone, its first window; of more, the first entries of each
 // (shardWindow), merged in ready index order and cut after the least of
-// the last entries of the zones read as far as the read's limit. When
+// the last entries of the zones read as far as the read's limit. While
 // fewer than need (the jobs the accept takes of the key) are left before
-// the cut, it reads the zones read that far on to window entries each, so
-// that at least window entries come before the cut. So a key's zones give
+// the cut, it reads the zones read that far on, doubling what it read of
+// each, up to window entries each, so that at least window entries come
+// before the cut. So a key's zones give
 // an accept its jobs in the order one zone would, at about the window's
 // keys read, mostly, and the accept picks among at least need.
 func (q *Queue) mergeZones(snap kv.ReadTx, typ string, kz keyZones, now, maxSched int64, window, need, known int, w *acceptWindowRead) error {
@@ -1169,6 +1172,7 @@ func (q *Queue) mergeZones(snap kv.ReadTx, typ string, kz keyZones, now, maxSche
 	}
 	var open []read // the zones read as far as the limit
 	limit := shardWindow(window, len(kz.shards))
+	w.cands = slices.Grow(w.cands, limit*len(kz.shards))
 	for _, z := range kz.zones() {
 		last, key, err := q.readyWindow(snap, typ, z, nil, now, maxSched, limit, known, w)
 		if err != nil {
@@ -1199,10 +1203,18 @@ func (q *Queue) mergeZones(snap kv.ReadTx, typ string, kz keyZones, now, maxSche
 		}
 		return n
 	}
-	if cut := cutOf(); cut != nil && limit < window && before(cut) < need {
+	// Each further read of the zones read as far as their limit doubles
+	// what was read of them, up to window entries each: then at least a
+	// window's entries lie before the cut.
+	for got := limit; got < window; {
+		cut := cutOf()
+		if cut == nil || before(cut) >= need {
+			break
+		}
+		chunk := min(got, window-got)
 		more := open[:0:0]
 		for _, r := range open {
-			last, key, err := q.readyWindow(snap, typ, r.z, kv.KeyAfter(r.key), now, maxSched, window-limit, known, w)
+			last, key, err := q.readyWindow(snap, typ, r.z, kv.KeyAfter(r.key), now, maxSched, chunk, known, w)
 			if err != nil {
 				return err
 			}
@@ -1211,6 +1223,7 @@ func (q *Queue) mergeZones(snap kv.ReadTx, typ string, kz keyZones, now, maxSche
 			}
 		}
 		open = more
+		got += chunk
 	}
 	slices.SortFunc(w.cands, compareCandidates)
 	if cut := cutOf(); cut != nil {

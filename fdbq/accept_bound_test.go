@@ -97,7 +97,8 @@ func TestAcceptReadsBoundedManyPrioritiesAllDue(t *testing.T) {
 		t.Fatalf("accepted %v, want the highest priority's due job", ids)
 	}
 	// The first entries of each of the default zones, merged (shardWindow:
-	// twice the window in all), and the zones' marks.
+	// half as many again as the window, and 2 more a zone), and the
+	// zones' marks.
 	if maxRanges, maxKeys := int64(4+fdbq.DefaultZones), int64(2*fdbq.DefaultWindow+2*fdbq.DefaultZones+4); gets > 4 || ranges > maxRanges || keys > maxKeys {
 		t.Fatalf("one accept read %d keys, %d ranges (%d keys): want at most 4 keys, %d ranges and %d keys in them", gets, ranges, keys, maxRanges, maxKeys)
 	}
@@ -303,7 +304,8 @@ func TestAcceptPromotesDueBacklog(t *testing.T) {
 		// interest count (doc.go, Waking), and the marks of the zones the
 		// jobs it promotes go to (16 default zones of one key: 15 more).
 		// Range reads: of the ready index, the key's zones' marks and the
-		// first entries of each zone (twice the window in all).
+		// first entries of each zone (shardWindow: half as many again as
+		// the window, and 2 more a zone).
 		if gets > 4+fdbq.DefaultZones || ranges > 6+fdbq.DefaultZones || keys > 4*fdbq.DefaultWindow+2*fdbq.DefaultZones+4 {
 			t.Fatalf("accept %d read %d keys, %d ranges (%d keys)", k, gets, ranges, keys)
 		}

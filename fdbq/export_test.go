@@ -50,3 +50,10 @@ func SetInterestLease(d time.Duration) func() {
 
 // InterestHolder is the holder name of q's interest entries.
 func (q *Queue) InterestHolder() string { return q.interests.holder }
+
+// Idle runs one wait of the monitor's loop (see Monitor.idle), outside
+// the loop.
+func (m *Monitor) Idle(ctx context.Context) (bool, error) { return m.idle(ctx) }
+
+// Holds is how many types the monitor holds interest in.
+func (m *Monitor) Holds() int { return len(m.holds) }

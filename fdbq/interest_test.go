@@ -2,7 +2,9 @@ package fdbq_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -267,5 +269,49 @@ func TestWaitRenewsItsInterest(t *testing.T) {
 	}
 	if err := recvWithin(t, out, "the wait"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A monitor that finds a type idle takes a hold on its change key and
+// then waits on that key at once; when a change wakes it, it lets go of
+// its holds before its pause, since the read after the pause takes them
+// again for the types still idle. Held through the pause (0.5 to 1.5
+// Intervals), or taken and not watched until after one, the hold had
+// every change of a type that had just become busy bump its change key
+// meanwhile: a key written by every job, for up to a second and a half.
+func TestMonitorLetsGoOfItsHoldsWhenWoken(t *testing.T) {
+	q := newRealClockQueue(t, embedded.Options{})
+	ctx := context.Background()
+	shortTimeout(t, q, "email")
+	m := fdbq.NewMonitor(q, fdbq.MonitorOptions{Logger: slog.New(slog.DiscardHandler)})
+	idled := make(chan error, 1)
+	go func() {
+		sweep, err := m.Idle(ctx)
+		if err == nil && sweep {
+			err = errors.New("the idle monitor of a store with no deadline chose to sweep")
+		}
+		idled <- err
+	}()
+	eventually(t, waitBound, "the idle monitor's hold", func() bool { return len(interestEntries(t, q, "email")) == 1 })
+	before := rawGet(t, q, trChangeKey("email"))
+	addJob(t, q, fdbq.NewJob{ID: "a"}) // bumps the change key: the type is held
+	if err := <-idled; err != nil {
+		t.Fatal(err)
+	}
+	if after := rawGet(t, q, trChangeKey("email")); string(after) == string(before) {
+		t.Fatal("the add did not move the change key of a type the monitor held")
+	}
+	if n := m.Holds(); n != 0 || len(interestEntries(t, q, "email")) != 0 {
+		t.Fatalf("the monitor, woken by a change, still holds %d types (%d entries in the store)", n, len(interestEntries(t, q, "email")))
+	}
+	ls := acceptNoWait(t, q, fdbq.AcceptOptions{})
+	before = rawGet(t, q, trChangeKey("email"))
+	for range 3 {
+		if err := q.Heartbeat(ctx, q.DB(), ls[0], fdbq.HeartbeatOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after := rawGet(t, q, trChangeKey("email")); string(after) != string(before) {
+		t.Fatalf("the changes of a type nobody holds moved its change key from %d to %d", kv.DecodeInt64(before), kv.DecodeInt64(after))
 	}
 }

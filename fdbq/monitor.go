@@ -308,18 +308,39 @@ func (m *Monitor) pause(ctx context.Context, failures int) bool {
 // the price of never trusting the clock to say that an entry was seen
 // before (an accept that read the clock before a sweep can commit after
 // it, and clocks step back).
+//
+// A hold it has just taken calls for a read at once, not after a pause:
+// a type that became busy meanwhile would otherwise have every change of
+// it bump its change key until the next read lets the hold go.
 func (m *Monitor) idle(ctx context.Context) (bool, error) {
+	for range maxHoldRereads {
+		sweep, again, err := m.idleOnce(ctx)
+		if !again || err != nil {
+			return sweep, err
+		}
+	}
+	return false, nil
+}
+
+// maxHoldRereads bounds the reads one idle makes at once because it took
+// (or wrote again) a hold: another monitor clearing the holds as stale
+// each time must not keep this one reading.
+const maxHoldRereads = 4
+
+// idleOnce is one read of idle; again reports that it took or restored a
+// hold, so that its read may have missed a change that bumped no key.
+func (m *Monitor) idleOnce(ctx context.Context) (sweep, again bool, err error) {
 	w, err := m.nextDue(ctx)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	defer w.cancel()
 	renew, again, err := m.holdInterest(ctx, w.idleTypes)
 	if w.has && w.wait <= 0 {
-		return true, nil // a sweep reads everything anyway
+		return true, false, nil // a sweep reads everything anyway
 	}
 	if err != nil || again {
-		return false, err
+		return false, again, err
 	}
 	if renew > 0 {
 		w.rereadIn(renew)
@@ -336,27 +357,42 @@ func (m *Monitor) idle(ctx context.Context) (bool, error) {
 		defer t.Stop()
 		timer = t.C
 	}
-	fired := make(chan kv.Watch, 1)
-	for _, wt := range w.watches {
+	fired := make(chan int, 1) // the index of the watch in w.watches
+	for i, wt := range w.watches {
 		// Each goroutine ends when its watch is ready: fired, failed, or
 		// cancelled by w.cancel.
 		go func() {
 			<-wt.Ready()
 			select {
-			case fired <- wt:
+			case fired <- i:
 			default:
 			}
 		}()
 	}
 	select {
 	case <-ctx.Done():
-		return false, ctx.Err()
+		return false, false, ctx.Err()
 	case <-timer:
-		return true, nil
+		return true, false, nil
 	case <-reread:
-		return false, nil
-	case wt := <-fired:
-		return false, wt.Wait(ctx)
+		return false, false, nil
+	case i := <-fired:
+		// The monitor reads everything again after its pause, so it lets
+		// go of the hold of the type whose change woke it until then:
+		// held through the pause, a type that has just become busy would
+		// have every change of it bump its change key for up to one and
+		// a half Intervals. The read takes it again if the type is still
+		// idle.
+		// The change keys' watches are the last of w.watches, in the
+		// order of w.idleTypes.
+		if j := i - (len(w.watches) - len(w.idleTypes)); j >= 0 {
+			keep := make(map[string]bool, len(m.holds))
+			for typ := range m.holds {
+				keep[typ] = typ != w.idleTypes[j]
+			}
+			m.releaseInterest(keep)
+		}
+		return false, false, w.watches[i].Wait(ctx)
 	}
 }
 

@@ -133,11 +133,12 @@ type KeyPolicy struct {
 // Bounds of the fairness settings.
 const (
 	// DefaultZones is how many zones a key's jobs are spread over when
-	// the type does not say: one. A type that must grow with a
-	// FoundationDB cluster takes more (16 spreads one key's adds and
-	// accepts over 16 ranges); an accept merges the first entries of a
-	// key's zones, so priority and order hold across them as within one.
-	DefaultZones = 1
+	// the type does not say: 16 ranges take one key's adds and accepts,
+	// so that one type's writes spread over a FoundationDB cluster's
+	// storage servers. An accept merges the first entries of a key's
+	// zones, so priority and order hold across them as within one; a
+	// type of small volume may take 1 for the fewest reads per accept.
+	DefaultZones = 16
 	// MaxZones bounds the zones of one key.
 	MaxZones = 256
 	// MaxKeyPolicies bounds TypeSettings.Keys: the settings are one value.

@@ -2,7 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"runtime/pprof"
 
+	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/internal/bench"
 )
 
@@ -19,6 +22,8 @@ func (c *cli) bench(args []string) error {
 	fs.IntVar(&o.Backlog, "backlog", 0, "fairness: a backlog of this many jobs of one key while jobs of a new key are timed (0: off)")
 	fs.IntVar(&o.FairSamples, "fair-samples", 200, "fairness: jobs of the new key timed from enqueue to start")
 	fs.IntVar(&o.Shares, "shares", 0, "fairness: three keys weighted 1:2:1 with this many jobs each, this many worked (0: off)")
+	fs.IntVar(&o.Zones, "zones", 0, "zones of each type the run declares (0: the default)")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	fs.StringVar(&o.Dir, "dir", "", "store directory, empty or new (default: a temporary directory, removed after)")
 	asJSON := fs.Bool("json", false, "print the result as JSON (progress goes to stderr)")
 	quiet := fs.Bool("quiet", false, "no progress lines")
@@ -26,8 +31,19 @@ func (c *cli) bench(args []string) error {
 		return err
 	}
 	if o.Jobs < 0 || o.Latency < 0 || o.Duration < 0 || o.Concurrency < 1 || o.InsertBatch < 0 ||
-		o.Types < 0 || o.Backlog < 0 || o.FairSamples < 1 || o.Shares < 0 {
-		return usagef("jobs, duration, latency, insert-batch, types, backlog and shares must be ≥ 0, concurrency and fair-samples ≥ 1")
+		o.Types < 0 || o.Zones < 0 || o.Zones > fdbq.MaxZones || o.Backlog < 0 || o.FairSamples < 1 || o.Shares < 0 {
+		return usagef("jobs, duration, latency, insert-batch, types, backlog and shares must be ≥ 0, concurrency and fair-samples ≥ 1, zones from 0 to %d", fdbq.MaxZones)
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if !*quiet {
 		o.Progress = c.stderr

@@ -62,6 +62,9 @@ type Options struct {
 	// Types, when > 1, makes the burn-down a mixed run: Jobs spread over
 	// that many types, each worked by a pipeline of its own.
 	Types int
+	// Zones is the zone count of the types the run declares
+	// (fdbq.TypeSettings.Zones); 0: fdbq.DefaultZones.
+	Zones int
 	// Progress, if set, gets a line per phase and per second of work.
 	Progress io.Writer
 }
@@ -202,6 +205,9 @@ func (b *run) progress(format string, args ...any) {
 func (b *run) setType(ctx context.Context, name string) error {
 	s := fdbq.DefaultTypeSettings()
 	s.Retry.MaxAttempts = 1
+	if b.o.Zones > 0 {
+		s.Zones = b.o.Zones
+	}
 	return b.q.SetType(ctx, b.db, name, s)
 }
 

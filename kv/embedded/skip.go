@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"bytes"
+	"slices"
 	"sync"
 
 	"github.com/jobstage/jobstage/kv"
@@ -33,6 +34,8 @@ type skipCache struct {
 	// proposals go from readers to the committer; when full, proposals are
 	// dropped (the cache is an optimisation).
 	proposals chan skipProposal
+	// sorted is invalidate's copy of a batch's keys, in order.
+	sorted []string
 }
 
 type skipEntry struct {
@@ -106,15 +109,22 @@ func (c *skipCache) admit(r *resolver) {
 func (c *skipCache) invalidate(set []string, ranges []kv.Range) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.entries) == 0 {
+	if len(c.entries) == 0 || len(set) == 0 && len(ranges) == 0 {
 		return
+	}
+	// Every entry looks for the least key set at or after its begin: with
+	// the keys sorted that is one binary search, not a pass over the
+	// batch's keys, so a commit costs entries × log(keys) however many
+	// entries scans from many begins have left.
+	if !slices.IsSorted(set) {
+		c.sorted = append(c.sorted[:0], set...)
+		slices.Sort(c.sorted)
+		set = c.sorted
 	}
 	for b, e := range c.entries {
 		first := string(e.first)
-		for _, k := range set {
-			if k >= b && k < first {
-				first = k
-			}
+		if i, _ := slices.BinarySearch(set, b); i < len(set) && set[i] < first {
+			first = set[i]
 		}
 		for _, rg := range ranges {
 			if bytes.Compare(rg.Begin, []byte(first)) < 0 && bytes.Compare([]byte(b), rg.End) < 0 {
