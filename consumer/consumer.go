@@ -286,10 +286,17 @@ func encodeResult(typ, id string, r any) (json.RawMessage, error) {
 
 // Serve runs the consumer's GenStage loop: it asks for MaxDemand jobs up
 // front with ask, runs each envelope from in (at most Concurrency at
-// once, started in the order they arrived), and asks again for what it is
-// missing whenever the jobs it asked for and has not finished fall to
-// MinDemand. It returns when in is closed and every handler it started has
-// acknowledged.
+// once), and asks again for what it is missing whenever the jobs it asked
+// for and has not finished fall to MinDemand. It returns when in is
+// closed and every handler it started has acknowledged.
+//
+// Jobs wait for a handler in turns by fairness key (Lease.Key): the keys
+// with jobs waiting take one start each in turn, and within a key jobs
+// start in the order they arrived. So a job of a key that has nothing
+// waiting starts next, not behind the buffer of a key with a backlog;
+// jobs without a key are one key among the others. A consumer of
+// Concurrency 1 starts every job in the order it arrived (partition
+// dispatch keeps per-key order with it).
 func (c *Consumer) Serve(in <-chan *Envelope, ask func(n int)) {
 	maxD, minD := c.opts.MaxDemand, c.opts.MinDemand
 	// A fixed set of handler goroutines takes envelopes from one queue in
@@ -325,14 +332,14 @@ func (c *Consumer) Serve(in <-chan *Envelope, ask func(n int)) {
 			}
 		}()
 	}
-	var queue []*Envelope // received, not yet taken by a handler
-	outstanding := maxD   // asked for and not finished
+	queue := newTurns(c.opts.Concurrency > 1) // received, not yet taken by a handler
+	outstanding := maxD                       // asked for and not finished
 	ask(maxD)
-	for in != nil || len(queue) > 0 {
+	for in != nil || queue.len() > 0 {
 		var next chan<- *Envelope
 		var head *Envelope
-		if len(queue) > 0 {
-			next, head = work, queue[0]
+		if queue.len() > 0 {
+			next, head = work, queue.head()
 		}
 		select {
 		case e, ok := <-in:
@@ -340,10 +347,9 @@ func (c *Consumer) Serve(in <-chan *Envelope, ask func(n int)) {
 				in = nil
 				continue
 			}
-			queue = append(queue, e)
+			queue.push(e)
 		case next <- head:
-			queue[0] = nil
-			queue = queue[1:]
+			queue.pop()
 		case <-finished:
 			outstanding--
 			if outstanding <= minD {
@@ -365,5 +371,62 @@ func (c *Consumer) Serve(in <-chan *Envelope, ask func(n int)) {
 		case <-idle:
 			return
 		}
+	}
+}
+
+// turns holds the envelopes a consumer received and has not started, in
+// turns by fairness key: head is the first envelope of the key whose turn
+// it is, and pop moves the turn on to the next key with envelopes, so
+// every key waiting gets a start before any gets a second. Without byKey
+// it is one queue in arrival order.
+type turns struct {
+	byKey bool
+	n     int
+	// ring[at:] lists the keys with envelopes waiting, the key whose turn
+	// it is first; waiting holds each key's envelopes in arrival order.
+	ring    []string
+	at      int
+	waiting map[string][]*Envelope
+}
+
+func newTurns(byKey bool) *turns {
+	return &turns{byKey: byKey, waiting: map[string][]*Envelope{}}
+}
+
+func (t *turns) len() int { return t.n }
+
+func (t *turns) push(e *Envelope) {
+	var k string
+	if t.byKey {
+		k = e.Lease.Key
+	}
+	q := t.waiting[k]
+	if len(q) == 0 {
+		t.ring = append(t.ring, k)
+	}
+	t.waiting[k] = append(q, e)
+	t.n++
+}
+
+// head is the envelope to start next. REQUIRES: t.len() > 0.
+func (t *turns) head() *Envelope { return t.waiting[t.ring[t.at]][0] }
+
+// pop removes head and gives the turn to the next key.
+func (t *turns) pop() {
+	k := t.ring[t.at]
+	t.at++
+	q := t.waiting[k]
+	q[0] = nil
+	q = q[1:]
+	t.n--
+	if len(q) == 0 {
+		delete(t.waiting, k)
+	} else {
+		t.waiting[k] = q
+		t.ring = append(t.ring, k)
+	}
+	if t.at >= 64 && t.at*2 >= len(t.ring) {
+		t.ring = t.ring[:copy(t.ring, t.ring[t.at:])]
+		t.at = 0
 	}
 }

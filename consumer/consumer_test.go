@@ -327,3 +327,96 @@ func TestRawRunsTypedHandler(t *testing.T) {
 		t.Errorf("j001: %s %q", j.Outcome, j.Error)
 	}
 }
+
+// Jobs wait for a handler in turns by fairness key: a job of a key with
+// nothing else waiting starts next, not behind another key's buffered
+// backlog, jobs without a key take turns as one key, and within a key
+// jobs start in arrival order. A consumer of Concurrency 1 starts them
+// all in arrival order.
+func TestServeTakesTurnsByKey(t *testing.T) {
+	q := newQueue(t, nil)
+	ctx := context.Background()
+	// run serves, through a consumer of the concurrency given, jobs
+	// arriving in this order: 40 of key "a", one of "b", 5 without a key,
+	// 10 more of "a"; it returns their ids in the order they started, and
+	// the jobs.
+	run := func(concurrency int) ([]string, []fdbq.NewJob) {
+		t.Helper()
+		var jobs []fdbq.NewJob
+		add := func(key string, n int) {
+			for range n {
+				jobs = append(jobs, fdbq.NewJob{Type: "t", ID: fmt.Sprintf("c%d-%03d", concurrency, len(jobs)), Key: key, MaxAttempts: 1})
+			}
+		}
+		add("a", 40)
+		add("b", 1)
+		add("", 5)
+		add("a", 10)
+		if _, err := q.AddBatch(ctx, q.DB(), jobs); err != nil {
+			t.Fatal(err)
+		}
+		byID := map[string]*fdbq.Lease{}
+		for len(byID) < len(jobs) {
+			ls, err := q.Accept(ctx, "t", fdbq.AcceptOptions{Max: len(jobs)})
+			if err != nil || len(ls) == 0 {
+				t.Fatalf("accepted %d of %d (%v)", len(byID), len(jobs), err)
+			}
+			for _, l := range ls {
+				byID[l.ID] = l
+			}
+		}
+		gate := make(chan struct{})
+		var mu sync.Mutex
+		var started []string
+		c, err := consumer.NewFunc(func(ctx context.Context, j *consumer.Job[json.RawMessage]) error {
+			mu.Lock()
+			started = append(started, j.ID)
+			mu.Unlock()
+			<-gate
+			return nil
+		}, consumer.Options{Concurrency: concurrency, MaxDemand: 2 * len(jobs)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := make(chan *consumer.Envelope) // a send returns once Serve has the envelope
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			c.Serve(in, func(int) {})
+		}()
+		for _, j := range jobs {
+			in <- consumer.NewEnvelope(ctx, q, byID[j.ID], consumer.EnvelopeOptions{})
+		}
+		close(gate) // every envelope is in Serve's queue: the handlers go on
+		close(in)
+		recv(t, done, "Serve to return")
+		if len(started) != len(jobs) {
+			t.Fatalf("started %d of %d jobs", len(started), len(jobs))
+		}
+		return started, jobs
+	}
+
+	// At most 4 handlers took jobs before the rest arrived; then the keys
+	// take turns (turns_internal_test.go has the exact order; the
+	// handlers record their starts in whatever order the four of them
+	// run): "b" is among the first starts after those, and the jobs
+	// without a key alternate with those of "a".
+	started, jobs := run(4)
+	at := map[string]int{}
+	for i, id := range started {
+		at[id] = i
+	}
+	if i := at[jobs[40].ID]; i > 4+2+3 {
+		t.Fatalf("the job of key b started %dth, behind the backlog of key a: %v", i+1, started)
+	}
+	if i := at[jobs[45].ID]; i > 4+2*5+1+3 {
+		t.Fatalf("the last job without a key started %dth, not in turn with key a: %v", i+1, started)
+	}
+
+	started, jobs = run(1)
+	for i, id := range started {
+		if id != jobs[i].ID {
+			t.Fatalf("a consumer of concurrency 1 started %s %dth, want arrival order: %v", id, i+1, started)
+		}
+	}
+}

@@ -1370,11 +1370,8 @@ func (q *Queue) moveEntries(ctx context.Context, typ string, promote bool, demot
 				moved(tx, q.k.job(typ, id))
 				tx.Clear(e.Key)
 				tx.Set(q.k.pending(typ, z, int(-neg), sched, id), e.Value)
-				if !marked[z] {
-					if err := q.markZone(tx, typ, z); err != nil {
-						return 0, err
-					}
-					marked[z] = true
+				if err := q.markZone(tx, typ, z, marked); err != nil {
+					return 0, err
 				}
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/kv"
 	"github.com/jobstage/jobstage/kv/kvtest"
 	"github.com/jobstage/jobstage/kv/tuple"
 )
@@ -525,5 +526,58 @@ func TestAcceptOrderAcrossZones(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A transaction that marks many zones (a batch of adds over many keys and
+// zones) bumps the type's watch key once: each zone activation waking the
+// acceptors once a transaction, not once a zone, keeps the watch key from
+// becoming a key written by nearly every add when zones outnumber the
+// jobs in them (1,000 tenants of 16 zones each). A batch that marks no
+// new zone bumps nothing.
+func TestBatchMarkingManyZonesBumpsTheWatchKeyOnce(t *testing.T) {
+	q, _ := newQueue(t)
+	ctx := context.Background()
+	watch := tuple.FromBytes(fdbq.DefaultPrefix).MustPack(tuple.Tuple{3, "email"})
+	bumps := func() int64 {
+		if v := rawGet(t, q, watch); v != nil {
+			return kv.DecodeInt64(v)
+		}
+		return 0
+	}
+	var first []fdbq.NewJob
+	for i := range 200 {
+		first = append(first, fdbq.NewJob{Type: "email", ID: fmt.Sprintf("a%03d", i), Key: fmt.Sprint("tenant-", i%50)})
+	}
+	// The second batch: a job in each zone the first marked, none else.
+	var second []fdbq.NewJob
+	for _, j := range first {
+		for n := 0; ; n++ {
+			if id := fmt.Sprintf("b-%s-%d", j.ID, n); fdbq.ShardOf(id, fdbq.DefaultZones) == fdbq.ShardOf(j.ID, fdbq.DefaultZones) {
+				second = append(second, fdbq.NewJob{Type: "email", ID: id, Key: j.Key})
+				break
+			}
+		}
+	}
+	batch := func(jobs []fdbq.NewJob) {
+		if _, err := q.AddBatch(ctx, q.DB(), jobs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := bumps()
+	batch(first)
+	marks, err := kv.ReadTransact(ctx, q.DB(), func(tx kv.ReadTx) ([]kv.KeyValue, error) {
+		return tx.GetRange(tuple.FromBytes(fdbq.DefaultPrefix).Sub(15, "email").Range(), kv.RangeOptions{})
+	})
+	if err != nil || len(marks) < 50 {
+		t.Fatalf("200 jobs of 50 keys marked %d zones (%v)", len(marks), err)
+	}
+	if got := bumps() - before; got != 1 {
+		t.Fatalf("a batch that marked many zones bumped the watch key %d times, want 1", got)
+	}
+	before = bumps()
+	batch(second)
+	if got := bumps() - before; got != 0 {
+		t.Fatalf("a batch into marked zones bumped the watch key %d times, want 0", got)
 	}
 }

@@ -282,7 +282,7 @@ func (q *Queue) migrateEntries(ctx context.Context, tr kv.Transactor, typ string
 			tx.Clear(e.Key)
 			tx.Set(key, e.Value)
 			if index == 0 {
-				if err := q.markZone(tx, typ, zone{}); err != nil {
+				if err := q.markZone(tx, typ, zone{}, nil); err != nil {
 					return result{}, err
 				}
 			}

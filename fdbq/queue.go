@@ -176,13 +176,8 @@ func (q *Queue) putFrom(tx kv.Tx, typ, id string, old, rec *record, from []byte)
 		z := rec.zone()
 		if rec.ScheduledAt <= q.nowMs() {
 			tx.Set(q.k.pending(typ, z, rec.Priority, rec.ScheduledAt, id), copyOf)
-			if !rec.marked[z] {
-				if err := q.markZone(tx, typ, z); err != nil {
-					return err
-				}
-				if rec.marked != nil {
-					rec.marked[z] = true
-				}
+			if err := q.markZone(tx, typ, z, rec.marked); err != nil {
+				return err
 			}
 		} else {
 			tx.Set(q.k.scheduled(typ, z, rec.Priority, rec.ScheduledAt, id), copyOf)
@@ -286,16 +281,41 @@ func (q *Queue) countKeyRunning(tx kv.Tx, typ string, old, rec *record) {
 // (with a read conflict on the zone's range) and this transaction cannot
 // both commit unseen by the other, so a zone with ready jobs is never
 // left unmarked.
-func (q *Queue) markZone(tx kv.Tx, typ string, z zone) error {
+//
+// marked, if not nil, holds what this transaction marked already: the
+// zones (which are not read again) and watchBumped, so that a
+// transaction that marks many zones (a batch of adds over many keys)
+// bumps the watch key once, not once a zone.
+func (q *Queue) markZone(tx kv.Tx, typ string, z zone, marked map[zone]bool) error {
+	if marked[z] {
+		return nil
+	}
 	key := q.k.zoneMark(typ, z)
 	v, err := tx.Get(key)
-	if err != nil || v != nil {
+	if err != nil {
 		return err
 	}
+	if marked != nil {
+		marked[z] = true
+	}
+	if v != nil {
+		return nil
+	}
 	tx.Set(key, zoneMarked)
-	tx.Add(q.k.watch(typ), 1)
+	if marked == nil {
+		tx.Add(q.k.watch(typ), 1)
+		return nil
+	}
+	if !marked[watchBumped] {
+		tx.Add(q.k.watch(typ), 1)
+		marked[watchBumped] = true
+	}
 	return nil
 }
+
+// watchBumped, in a transaction's map of the zones it marked, says that
+// it bumped the type's watch key. No zone has a negative shard.
+var watchBumped = zone{shard: -1}
 
 // zoneMarked is the value of a zone's mark.
 var zoneMarked = []byte{}
