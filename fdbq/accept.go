@@ -729,7 +729,9 @@ func (q *Queue) heldBack(key string, a *keyAllowance, skipKeys map[string]bool, 
 // again.
 func (q *Queue) acceptFrom(tx kv.Tx, snap kv.ReadTx, typ, lock string, o AcceptOptions, want int, s TypeSettings, token, now, maxSched int64,
 	wait bool, held *[]heldJob, res *acceptResult, kz keyZones, inZone, withScheduled bool, allow map[string]*keyAllowance, skipKeys map[string]bool) ([]string, error) {
-	w, err := q.acceptWindow(snap, typ, kz, inZone, withScheduled, now, maxSched, o.Window, want)
+	// want counts the leases the accept took of other keys already; the
+	// key's zones need to give the rest.
+	w, err := q.acceptWindow(snap, typ, kz, inZone, withScheduled, now, maxSched, o.Window, want-len(res.leases))
 	if err != nil {
 		return nil, err
 	}
@@ -1172,7 +1174,6 @@ func (q *Queue) mergeZones(snap kv.ReadTx, typ string, kz keyZones, now, maxSche
 	}
 	var open []read // the zones read as far as the limit
 	limit := shardWindow(window, len(kz.shards))
-	w.cands = slices.Grow(w.cands, limit*len(kz.shards))
 	for _, z := range kz.zones() {
 		last, key, err := q.readyWindow(snap, typ, z, nil, now, maxSched, limit, known, w)
 		if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"runtime/pprof"
 
@@ -9,7 +10,7 @@ import (
 	"github.com/jobstage/jobstage/internal/bench"
 )
 
-func (c *cli) bench(args []string) error {
+func (c *cli) bench(args []string) (err error) {
 	fs := c.newFlags("bench", "[flags]")
 	var o bench.Options
 	fs.IntVar(&o.Jobs, "jobs", 100_000, "jobs the burn-down inserts, then works off (0: no burn-down)")
@@ -39,11 +40,16 @@ func (c *cli) bench(args []string) error {
 		if err != nil {
 			return err
 		}
-		defer f.Close()
 		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
 			return err
 		}
-		defer pprof.StopCPUProfile()
+		defer func() {
+			pprof.StopCPUProfile()
+			if cerr := f.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("write the CPU profile: %w", cerr)
+			}
+		}()
 	}
 	if !*quiet {
 		o.Progress = c.stderr

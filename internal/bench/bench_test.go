@@ -28,7 +28,7 @@ func TestRunMeasuresEveryPhase(t *testing.T) {
 	if r.LatencySamples != 5 || r.LatencyP50Ms <= 0 || r.LatencyP50Ms > r.LatencyP99Ms || r.LatencyP99Ms > r.LatencyMaxMs {
 		t.Errorf("latency not measured: %+v", r)
 	}
-	if r.CommittedP50Ms <= 0 || r.CommittedP50Ms > r.CommittedP99Ms || r.CommittedP50Ms > r.LatencyP50Ms || r.CommittedP99Ms > r.LatencyMaxMs {
+	if r.CommittedP99Ms <= 0 || r.CommittedP50Ms > r.CommittedP99Ms || r.CommittedP50Ms > r.LatencyP50Ms || r.CommittedP99Ms > r.LatencyMaxMs {
 		t.Errorf("latency from the add's commit not measured, or above the latency from its call: %+v", r)
 	}
 	var out bytes.Buffer

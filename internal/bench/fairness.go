@@ -132,6 +132,9 @@ func (b *run) shares(ctx context.Context, typ string) error {
 	s := fdbq.DefaultTypeSettings()
 	s.Retry.MaxAttempts = 1
 	s.Keys = map[string]fdbq.KeyPolicy{"b": {Weight: 2}}
+	if b.o.Zones > 0 {
+		s.Zones = b.o.Zones
+	}
 	if err := b.q.SetType(ctx, b.db, typ, s); err != nil {
 		return err
 	}

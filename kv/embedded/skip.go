@@ -120,6 +120,7 @@ func (c *skipCache) invalidate(set []string, ranges []kv.Range) {
 		c.sorted = append(c.sorted[:0], set...)
 		slices.Sort(c.sorted)
 		set = c.sorted
+		defer clear(c.sorted) // the batch's keys are not kept alive
 	}
 	for b, e := range c.entries {
 		first := string(e.first)
