@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -15,20 +13,8 @@ import (
 
 	"github.com/jobstage/jobstage/consumer"
 	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/internal/jobtest"
 )
-
-// finisherSeed is JOBSTAGE_SEED if set, else a new seed; the test prints
-// it when it fails.
-func finisherSeed(t *testing.T) uint64 {
-	if s := os.Getenv("JOBSTAGE_SEED"); s != "" {
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("JOBSTAGE_SEED=%q: %v", s, err)
-		}
-		return n
-	}
-	return uint64(time.Now().UnixNano())
-}
 
 // Random batches of endings — each way to end an attempt, a result that
 // is not JSON or does not fit, leases whose job was removed, canceled or
@@ -37,7 +23,7 @@ func finisherSeed(t *testing.T) uint64 {
 // refused ones fail alone, the stored jobs agree with the answers, and
 // each ending sent again is a replay that writes nothing.
 func TestBatchFinisherRandomEndings(t *testing.T) {
-	seed := finisherSeed(t)
+	seed := jobtest.Seed(t)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("replay: JOBSTAGE_SEED=%d go test -race ./consumer -run '^TestBatchFinisherRandomEndings$'", seed)

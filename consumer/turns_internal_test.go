@@ -2,14 +2,12 @@ package consumer
 
 import (
 	"math/rand/v2"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/internal/jobtest"
 )
 
 // The keys with envelopes waiting take one start each in turn, in the
@@ -33,13 +31,7 @@ func TestTurns(t *testing.T) {
 		t.Fatalf("started %v, want %v", got, want)
 	}
 
-	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv("JOBSTAGE_SEED"); v != "" {
-		var err error
-		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
-			t.Fatalf("JOBSTAGE_SEED=%q: %v", v, err)
-		}
-	}
+	seed := jobtest.Seed(t)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	tr = newTurns(true)
 	// The model: ring of keys, each with its ids in arrival order.

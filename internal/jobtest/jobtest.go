@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -144,4 +145,18 @@ func MonitorLoops(want int) int {
 		time.Sleep(5 * time.Millisecond)
 	}
 	return n
+}
+
+// Seed is the seed of a randomized test: JOBSTAGE_SEED if set (to replay
+// a failure), else a new one. The test prints it when it fails.
+func Seed(t testing.TB) uint64 {
+	t.Helper()
+	if s := os.Getenv("JOBSTAGE_SEED"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("JOBSTAGE_SEED=%q: %v", s, err)
+		}
+		return n
+	}
+	return uint64(time.Now().UnixNano())
 }

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/jobstage/jobstage/kv"
-	"github.com/jobstage/jobstage/kv/embedded"
 )
 
 // Many adds to one key in one transaction, folded by the write buffer,
@@ -13,12 +12,7 @@ import (
 // reads and once committed, across add widths and other mutations in
 // between.
 func TestManyAtomicsOnOneKey(t *testing.T) {
-	st, err := embedded.Open("", embedded.Options{InMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := kv.NewDB(st, kv.Options{})
-	defer db.Close()
+	db := memDB(t)
 	ctx := context.Background()
 	counter, narrow := []byte("counter"), []byte("narrow")
 	if err := db.Transact(ctx, func(tx kv.Tx) error {
@@ -77,12 +71,7 @@ func TestManyAtomicsOnOneKey(t *testing.T) {
 // Atomics after a set, a clear or a range clear of their key in the same
 // transaction apply over what those left, not over the earlier chain.
 func TestAtomicsAfterOtherWrites(t *testing.T) {
-	st, err := embedded.Open("", embedded.Options{InMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := kv.NewDB(st, kv.Options{})
-	defer db.Close()
+	db := memDB(t)
 	ctx := context.Background()
 	a, b, c := []byte("k/a"), []byte("k/b"), []byte("k/c")
 	if err := db.Transact(ctx, func(tx kv.Tx) error {

@@ -5,11 +5,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"testing"
-	"time"
 
+	"github.com/jobstage/jobstage/internal/jobtest"
 	"github.com/jobstage/jobstage/kv"
 	"github.com/jobstage/jobstage/kv/embedded"
 )
@@ -18,12 +16,7 @@ import (
 // its head. These tests check it never hides a live key: not one inserted
 // into the skipped part later, and not one an older snapshot still sees.
 func TestSkipCacheNeverHidesLiveKeys(t *testing.T) {
-	st, err := embedded.Open("", embedded.Options{InMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := kv.NewDB(st, kv.Options{})
-	defer db.Close()
+	db := memDB(t)
 	ctx := context.Background()
 	key := func(i int) []byte { return fmt.Appendf(nil, "q/%04d", i) }
 	r := kv.Range{Begin: []byte("q/"), End: []byte("q0")}
@@ -128,14 +121,9 @@ func TestSkipCacheNeverHidesLiveKeys(t *testing.T) {
 // assumed the keys sorted would miss one.) Seeded: JOBSTAGE_SEED replays
 // a failure.
 func TestSkipCacheManyBeginsAndUnorderedSets(t *testing.T) {
-	seed := testSeed(t)
+	seed := jobtest.Seed(t)
 	rng := rand.New(rand.NewPCG(seed, 0))
-	st, err := embedded.Open("", embedded.Options{InMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := kv.NewDB(st, kv.Options{})
-	defer db.Close()
+	db := memDB(t)
 	ctx := context.Background()
 	const n = 400
 	key := func(i int) string { return fmt.Sprintf("q/%04d", i) }
@@ -219,15 +207,14 @@ func TestSkipCacheManyBeginsAndUnorderedSets(t *testing.T) {
 	}
 }
 
-// testSeed is JOBSTAGE_SEED if set, else a new seed; the tests print it
-// when they fail.
-func testSeed(t *testing.T) uint64 {
-	if s := os.Getenv("JOBSTAGE_SEED"); s != "" {
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("JOBSTAGE_SEED=%q: %v", s, err)
-		}
-		return n
+// memDB is a DB over a new in-memory store, closed when the test ends.
+func memDB(t testing.TB) *kv.DB {
+	t.Helper()
+	st, err := embedded.Open("", embedded.Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
 	}
-	return uint64(time.Now().UnixNano())
+	db := kv.NewDB(st, kv.Options{})
+	t.Cleanup(func() { db.Close() })
+	return db
 }
