@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/jobstage/jobstage/internal/jobtest"
 	"github.com/jobstage/jobstage/kv"
 )
 
@@ -12,7 +13,7 @@ import (
 // reads and once committed, across add widths and other mutations in
 // between.
 func TestManyAtomicsOnOneKey(t *testing.T) {
-	db := memDB(t)
+	db := jobtest.OpenDB(t)
 	ctx := context.Background()
 	counter, narrow := []byte("counter"), []byte("narrow")
 	if err := db.Transact(ctx, func(tx kv.Tx) error {
@@ -71,7 +72,7 @@ func TestManyAtomicsOnOneKey(t *testing.T) {
 // Atomics after a set, a clear or a range clear of their key in the same
 // transaction apply over what those left, not over the earlier chain.
 func TestAtomicsAfterOtherWrites(t *testing.T) {
-	db := memDB(t)
+	db := jobtest.OpenDB(t)
 	ctx := context.Background()
 	a, b, c := []byte("k/a"), []byte("k/b"), []byte("k/c")
 	if err := db.Transact(ctx, func(tx kv.Tx) error {

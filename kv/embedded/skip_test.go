@@ -9,14 +9,13 @@ import (
 
 	"github.com/jobstage/jobstage/internal/jobtest"
 	"github.com/jobstage/jobstage/kv"
-	"github.com/jobstage/jobstage/kv/embedded"
 )
 
 // The skip cache lets scans from a range's start seek past deleted keys at
 // its head. These tests check it never hides a live key: not one inserted
 // into the skipped part later, and not one an older snapshot still sees.
 func TestSkipCacheNeverHidesLiveKeys(t *testing.T) {
-	db := memDB(t)
+	db := jobtest.OpenDB(t)
 	ctx := context.Background()
 	key := func(i int) []byte { return fmt.Appendf(nil, "q/%04d", i) }
 	r := kv.Range{Begin: []byte("q/"), End: []byte("q0")}
@@ -123,7 +122,7 @@ func TestSkipCacheNeverHidesLiveKeys(t *testing.T) {
 func TestSkipCacheManyBeginsAndUnorderedSets(t *testing.T) {
 	seed := jobtest.Seed(t)
 	rng := rand.New(rand.NewPCG(seed, 0))
-	db := memDB(t)
+	db := jobtest.OpenDB(t)
 	ctx := context.Background()
 	const n = 400
 	key := func(i int) string { return fmt.Sprintf("q/%04d", i) }
@@ -205,16 +204,4 @@ func TestSkipCacheManyBeginsAndUnorderedSets(t *testing.T) {
 			}
 		}
 	}
-}
-
-// memDB is a DB over a new in-memory store, closed when the test ends.
-func memDB(t testing.TB) *kv.DB {
-	t.Helper()
-	st, err := embedded.Open("", embedded.Options{InMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := kv.NewDB(st, kv.Options{})
-	t.Cleanup(func() { db.Close() })
-	return db
 }
