@@ -1352,6 +1352,7 @@ func (q *Queue) moveEntries(ctx context.Context, typ string, promote bool, demot
 		snap := tx.Snapshot()
 		known := q.unreadable.count(typ)
 		limit := scheduledWindow(window) + known
+		marks := &zoneMarks{} // of this attempt
 		// An entry known to be unreadable stays where it is, so that it
 		// is known under its key.
 		skip := func(e kv.KeyValue) bool {
@@ -1362,7 +1363,6 @@ func (q *Queue) moveEntries(ctx context.Context, typ string, promote bool, demot
 			if err != nil {
 				return 0, err
 			}
-			marked := map[zone]bool{}
 			for _, e := range kvs {
 				z, neg, sched, id, err := q.parseScheduled(typ, e.Key)
 				if err != nil || skip(e) {
@@ -1371,7 +1371,7 @@ func (q *Queue) moveEntries(ctx context.Context, typ string, promote bool, demot
 				moved(tx, q.k.job(typ, id))
 				tx.Clear(e.Key)
 				tx.Set(q.k.pending(typ, z, int(-neg), sched, id), e.Value)
-				if err := q.markZone(tx, typ, z, marked); err != nil {
+				if err := q.markZone(tx, typ, z, marks); err != nil {
 					return 0, err
 				}
 			}
@@ -1390,7 +1390,7 @@ func (q *Queue) moveEntries(ctx context.Context, typ string, promote bool, demot
 				moved(tx, q.k.job(typ, id))
 				tx.Clear(e.Key)
 				tx.Set(q.k.scheduled(typ, z, int(-neg), sched, id), e.Value)
-				tx.Add(q.k.watch(typ), 1)
+				marks.bump(tx, q.k.watch(typ))
 				demoted++
 			}
 		}

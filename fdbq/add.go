@@ -121,7 +121,7 @@ func (q *Queue) AddBatch(ctx context.Context, tr kv.Transactor, jobs []NewJob) (
 		// Jobs this attempt already wrote: a repeated id in the batch finds
 		// the token from its first occurrence, which is not a retry.
 		written := map[[2]string]bool{}
-		marked := map[string]map[zone]bool{}
+		marked := map[string]*zoneMarks{}
 		out := make([]*Job, len(prepared))
 		for i, j := range prepared {
 			ts := settings[j.Type]
@@ -135,7 +135,7 @@ func (q *Queue) AddBatch(ctx context.Context, tr kv.Transactor, jobs []NewJob) (
 			}
 			k := [2]string{j.Type, j.ID}
 			if marked[j.Type] == nil {
-				marked[j.Type] = map[zone]bool{}
+				marked[j.Type] = &zoneMarks{}
 			}
 			job, err := q.add(tx, j, ts, marked[j.Type], now, token, written[k])
 			if err != nil {
@@ -150,7 +150,7 @@ func (q *Queue) AddBatch(ctx context.Context, tr kv.Transactor, jobs []NewJob) (
 
 // add adds or resubmits one job for the AddBatch call token; again says
 // that this attempt already wrote the job earlier in the batch.
-func (q *Queue) add(tx kv.Tx, j NewJob, s *TypeSettings, marked map[zone]bool, now int64, token string, again bool) (*Job, error) {
+func (q *Queue) add(tx kv.Tx, j NewJob, s *TypeSettings, marked *zoneMarks, now int64, token string, again bool) (*Job, error) {
 	sched := toMs(j.ScheduledAt)
 	if sched == 0 {
 		sched = now

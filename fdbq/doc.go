@@ -89,7 +89,8 @@
 //	                                      own, which FoundationDB can put on a server of its own
 //	(P, 3, type)                          int64 LE, atomic add: the type's watch key, bumped when a zone
 //	                                      gets its mark (not at every add), when a job is scheduled for
-//	                                      later or the type's settings change; acceptors watch it
+//	                                      later or the type's settings change, once a transaction
+//	                                      however many zones it marks; acceptors watch it
 //	(P, 4, type)                          int64 LE, atomic add: the type's change key, bumped by a
 //	                                      transaction that changes jobs of the type while some process
 //	                                      holds an interest entry (P, 18, type, …), never otherwise;

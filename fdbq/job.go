@@ -128,9 +128,10 @@ type record struct {
 	// stampToken, if not 0, names the stamp the caller writes itself,
 	// once for every job it renews in the transaction (see putFrom).
 	stampToken int64
-	// marked, if set, holds the zones this transaction has marked
-	// already (AddBatch), so that put reads each zone's mark once.
-	marked map[zone]bool
+	// marked, if set, is what this transaction has marked already
+	// (AddBatch), so that put reads each zone's mark once and bumps the
+	// watch key once.
+	marked *zoneMarks
 }
 
 // zone is the zone the job waits in when pending.

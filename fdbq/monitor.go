@@ -383,14 +383,8 @@ func (m *Monitor) idleOnce(ctx context.Context) (sweep, again bool, err error) {
 		// have every change of it bump its change key for up to one and
 		// a half Intervals. The read takes it again if the type is still
 		// idle.
-		// The change keys' watches are the last of w.watches, in the
-		// order of w.idleTypes.
-		if j := i - (len(w.watches) - len(w.idleTypes)); j >= 0 {
-			keep := make(map[string]bool, len(m.holds))
-			for typ := range m.holds {
-				keep[typ] = typ != w.idleTypes[j]
-			}
-			m.releaseInterest(keep)
+		if typ := w.changeOf[i]; typ != "" {
+			m.letGo(typ)
 		}
 		return false, false, w.watches[i].Wait(ctx)
 	}
@@ -431,6 +425,14 @@ func (m *Monitor) holdInterest(ctx context.Context, types []string) (renew time.
 	return renew, again, nil
 }
 
+// letGo lets go of the monitor's hold on typ, if it has one.
+func (m *Monitor) letGo(typ string) {
+	if h := m.holds[typ]; h != nil {
+		delete(m.holds, typ)
+		m.q.releaseInterests([]*interestHold{h})
+	}
+}
+
 // releaseInterest lets go of the monitor's holds on the types not in keep.
 func (m *Monitor) releaseInterest(keep map[string]bool) {
 	var hs []*interestHold
@@ -450,6 +452,9 @@ type monitorWait struct {
 	wait    time.Duration // from when it was read until the first deadline passes
 	has     bool          // false: nothing has a deadline
 	watches []kv.Watch
+	// changeOf names, for each of watches, the type whose change key it
+	// watches ("": another key).
+	changeOf []string
 	// reread, if set, is when to read again without a sweep: types
 	// have running jobs (see pollEvery), or holds are to be renewed.
 	reread time.Duration
@@ -498,6 +503,12 @@ func (w *monitorWait) afterMs(deadline, now int64) {
 // order.
 const activityWindow = 16
 
+// add notes a watch of the wait, on typ's change key or ("") another.
+func (w *monitorWait) add(wt kv.Watch, changeOf string) {
+	w.watches = append(w.watches, wt)
+	w.changeOf = append(w.changeOf, changeOf)
+}
+
 func (w *monitorWait) cancel() {
 	for _, wt := range w.watches {
 		wt.Cancel()
@@ -524,7 +535,7 @@ func (m *Monitor) nextDue(ctx context.Context) (*monitorWait, error) {
 		}
 		defer func() {
 			for _, typ := range w.idleTypes {
-				w.watches = append(w.watches, tx.Watch(q.k.change(typ)))
+				w.add(tx.Watch(q.k.change(typ)), typ)
 			}
 		}()
 		clock, now := m.clock(), q.nowMs()
@@ -533,7 +544,7 @@ func (m *Monitor) nextDue(ctx context.Context) (*monitorWait, error) {
 		if err != nil {
 			return nil, err
 		}
-		w.watches = append(w.watches, tx.Watch(q.k.registry()))
+		w.add(tx.Watch(q.k.registry()), "")
 		for _, t := range types {
 			if t.err != nil {
 				continue // not swept; its settings are reported by Sweep

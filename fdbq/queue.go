@@ -181,7 +181,7 @@ func (q *Queue) putFrom(tx kv.Tx, typ, id string, old, rec *record, from []byte)
 			}
 		} else {
 			tx.Set(q.k.scheduled(typ, z, rec.Priority, rec.ScheduledAt, id), copyOf)
-			tx.Add(q.k.watch(typ), 1)
+			rec.marked.bump(tx, q.k.watch(typ))
 		}
 	case Running:
 		if renew {
@@ -282,12 +282,11 @@ func (q *Queue) countKeyRunning(tx kv.Tx, typ string, old, rec *record) {
 // both commit unseen by the other, so a zone with ready jobs is never
 // left unmarked.
 //
-// marked, if not nil, holds what this transaction marked already: the
-// zones (which are not read again) and watchBumped, so that a
-// transaction that marks many zones (a batch of adds over many keys)
-// bumps the watch key once, not once a zone.
-func (q *Queue) markZone(tx kv.Tx, typ string, z zone, marked map[zone]bool) error {
-	if marked[z] {
+// marks, if not nil, is what this transaction marked already: its zones
+// are not read again, and a transaction that marks many zones (a batch of
+// adds over many keys) bumps the watch key once, not once a zone.
+func (q *Queue) markZone(tx kv.Tx, typ string, z zone, marks *zoneMarks) error {
+	if marks != nil && marks.zones[z] {
 		return nil
 	}
 	key := q.k.zoneMark(typ, z)
@@ -295,27 +294,38 @@ func (q *Queue) markZone(tx kv.Tx, typ string, z zone, marked map[zone]bool) err
 	if err != nil {
 		return err
 	}
-	if marked != nil {
-		marked[z] = true
+	if marks != nil {
+		if marks.zones == nil {
+			marks.zones = map[zone]bool{}
+		}
+		marks.zones[z] = true
 	}
-	if v != nil {
-		return nil
-	}
-	tx.Set(key, zoneMarked)
-	if marked == nil {
-		tx.Add(q.k.watch(typ), 1)
-		return nil
-	}
-	if !marked[watchBumped] {
-		tx.Add(q.k.watch(typ), 1)
-		marked[watchBumped] = true
+	if v == nil {
+		tx.Set(key, zoneMarked)
+		marks.bump(tx, q.k.watch(typ))
 	}
 	return nil
 }
 
-// watchBumped, in a transaction's map of the zones it marked, says that
-// it bumped the type's watch key. No zone has a negative shard.
-var watchBumped = zone{shard: -1}
+// zoneMarks is what one transaction attempt marked: the zones whose marks
+// it read or wrote, and whether it bumped the type's watch key. Watchers
+// see the key's value change, not by how much, so once a transaction is
+// enough. A nil *zoneMarks keeps no record: every bump is made.
+type zoneMarks struct {
+	zones  map[zone]bool
+	bumped bool
+}
+
+// bump adds 1 to the watch key unless this transaction did already.
+func (m *zoneMarks) bump(tx kv.Tx, watch []byte) {
+	if m != nil && m.bumped {
+		return
+	}
+	tx.Add(watch, 1)
+	if m != nil {
+		m.bumped = true
+	}
+}
 
 // zoneMarked is the value of a zone's mark.
 var zoneMarked = []byte{}

@@ -207,12 +207,18 @@ func (b *run) progress(format string, args ...any) {
 // setType registers a fresh job type whose jobs never retry: a bench job
 // that fails is an error of the run, not something to hide in retries.
 func (b *run) setType(ctx context.Context, name string) error {
+	return b.q.SetType(ctx, b.db, name, b.settings())
+}
+
+// settings are the settings of the types a run declares: one attempt
+// each, and the run's zone count.
+func (b *run) settings() fdbq.TypeSettings {
 	s := fdbq.DefaultTypeSettings()
 	s.Retry.MaxAttempts = 1
 	if b.o.Zones > 0 {
 		s.Zones = b.o.Zones
 	}
-	return b.q.SetType(ctx, b.db, name, s)
+	return s
 }
 
 // pipeline builds a pipeline of the no-op handler over typ; handled is

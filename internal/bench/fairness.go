@@ -129,12 +129,8 @@ func (b *run) newKey(ctx context.Context, typ string) error {
 // shares backlogs three keys of weights 1, 2 and 1 with o.Shares jobs
 // each, works o.Shares jobs in all, and reports each key's share of them.
 func (b *run) shares(ctx context.Context, typ string) error {
-	s := fdbq.DefaultTypeSettings()
-	s.Retry.MaxAttempts = 1
+	s := b.settings()
 	s.Keys = map[string]fdbq.KeyPolicy{"b": {Weight: 2}}
-	if b.o.Zones > 0 {
-		s.Zones = b.o.Zones
-	}
 	if err := b.q.SetType(ctx, b.db, typ, s); err != nil {
 		return err
 	}
