@@ -534,7 +534,7 @@ func TestAcceptOrderAcrossZones(t *testing.T) {
 // acceptors once a transaction, not once a zone, keeps the watch key from
 // becoming a key written by nearly every add when zones outnumber the
 // jobs in them (1,000 tenants of 16 zones each). A batch that marks no
-// new zone bumps nothing.
+// new zone bumps nothing; a batch of jobs scheduled for later, once.
 func TestBatchMarkingManyZonesBumpsTheWatchKeyOnce(t *testing.T) {
 	q, _ := newQueue(t)
 	ctx := context.Background()
@@ -579,5 +579,15 @@ func TestBatchMarkingManyZonesBumpsTheWatchKeyOnce(t *testing.T) {
 	batch(second)
 	if got := bumps() - before; got != 0 {
 		t.Fatalf("a batch into marked zones bumped the watch key %d times, want 0", got)
+	}
+	// A batch of jobs scheduled for later bumps it once too.
+	var later []fdbq.NewJob
+	for i := range 100 {
+		later = append(later, fdbq.NewJob{Type: "email", ID: fmt.Sprintf("later%03d", i), ScheduledAt: q.Now().Add(time.Hour)})
+	}
+	before = bumps()
+	batch(later)
+	if got := bumps() - before; got != 1 {
+		t.Fatalf("a batch of 100 jobs scheduled for later bumped the watch key %d times, want 1", got)
 	}
 }
