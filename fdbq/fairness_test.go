@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -589,5 +590,100 @@ func TestBatchMarkingManyZonesBumpsTheWatchKeyOnce(t *testing.T) {
 	batch(later)
 	if got := bumps() - before; got != 1 {
 		t.Fatalf("a batch of 100 jobs scheduled for later bumped the watch key %d times, want 1", got)
+	}
+}
+
+// Strict accepts of one key take exactly its first due jobs in order
+// (priority, then scheduled time, then id) while the key's zone count
+// changes between adds (16, 1, 4, 2: its jobs stay in the zones they were
+// added to), jobs fall due as the clock moves, jobs are canceled and
+// removed, and, for the odd seeds, every call goes through a store that
+// injects conflicts and unknown commit results. Seeded (JOBSTAGE_SEED).
+func TestAcceptOrderAcrossZoneChanges(t *testing.T) {
+	for _, seed := range modelSeedList(t) {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			t.Logf("seed %d (rerun with JOBSTAGE_SEED=%d)", seed, seed)
+			rng := rand.New(rand.NewPCG(seed, 99))
+			ctx := context.Background()
+			s := fdbq.DefaultTypeSettings()
+			zones := []int{16, 1, 4, 16, 2}
+			s.Keys = map[string]fdbq.KeyPolicy{"k": {Zones: zones[0]}}
+			q, c := limitedQueue(t, s)
+			tr := kv.Transactor(q.DB())
+			if seed%2 == 1 {
+				fdb, _ := kvtest.NewFaultyDB(q.DB(), kvtest.FaultOptions{Seed: int64(seed), ConflictRate: 0.1, UnknownAppliedRate: 0.1, UnknownNotAppliedRate: 0.05})
+				q = fdbq.New(fdb, fdbq.Options{Now: c.Now})
+				tr = fdb
+			}
+			type job struct {
+				id    string
+				prio  int
+				sched time.Time
+			}
+			pending := map[string]job{}
+			n := 0
+			for step := range 200 {
+				switch r := rng.IntN(10); {
+				case r < 4:
+					for range 1 + rng.IntN(20) {
+						n++
+						j := job{fmt.Sprintf("j%05d", n), rng.IntN(3) - 1, c.Now().Add(time.Duration(rng.IntN(40)-20) * time.Second)}
+						if _, err := q.Add(ctx, tr, fdbq.NewJob{Type: "email", ID: j.id, Key: "k", Priority: j.prio, ScheduledAt: j.sched}); err != nil {
+							t.Fatal(err)
+						}
+						pending[j.id] = j
+					}
+				case r == 4 && len(pending) > 0:
+					ids := slices.Sorted(maps.Keys(pending))
+					id := ids[rng.IntN(len(ids))]
+					var err error
+					if rng.IntN(2) == 0 {
+						err = q.Cancel(ctx, tr, "email", id)
+					} else {
+						err = q.Remove(ctx, tr, "email", id)
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					delete(pending, id)
+				case r == 5:
+					c.Advance(time.Duration(rng.IntN(10)) * time.Second)
+				case r == 6:
+					s.Keys = map[string]fdbq.KeyPolicy{"k": {Zones: zones[rng.IntN(len(zones))]}}
+					if err := q.SetType(ctx, tr, "email", s); err != nil {
+						t.Fatal(err)
+					}
+				default:
+					var due []job
+					for _, j := range pending {
+						if !j.sched.After(c.Now()) {
+							due = append(due, j)
+						}
+					}
+					slices.SortFunc(due, func(a, b job) int {
+						return cmp.Or(cmp.Compare(b.prio, a.prio), a.sched.Compare(b.sched), strings.Compare(a.id, b.id))
+					})
+					m, w := 1+rng.IntN(6), 1
+					if rng.IntN(2) == 0 {
+						w = m
+					}
+					ls, err := q.Accept(ctx, "email", fdbq.AcceptOptions{Max: m, Window: w})
+					if err != nil {
+						t.Fatal(err)
+					}
+					got := slices.Sorted(slices.Values(leaseIDsOf(ls)))
+					var want []string
+					for _, j := range due[:min(m, len(due))] {
+						want = append(want, j.id)
+					}
+					if slices.Sort(want); !slices.Equal(got, want) {
+						t.Fatalf("step %d, zones %d: an accept of %d (window %d) took %v, want %v", step, s.Keys["k"].Zones, m, w, got, want)
+					}
+					for _, id := range got {
+						delete(pending, id)
+					}
+				}
+			}
+		})
 	}
 }
