@@ -148,7 +148,11 @@ type Pipeline struct {
 	MinDemand int `yaml:"min_demand"`
 	// Timeout bounds one attempt; 0: none.
 	Timeout time.Duration `yaml:"timeout"`
-	Handler Handler       `yaml:"handler"`
+	// Express is how many jobs beyond the demand the pipeline may take at
+	// once for fairness keys whose jobs become ready while the demand is
+	// used up (pipeline.Options.Express); 0: none.
+	Express int     `yaml:"express"`
+	Handler Handler `yaml:"handler"`
 }
 
 // Handler is a pipeline's built-in handler; exactly one field is set.

@@ -230,11 +230,13 @@ var lintCases = []struct {
 		src: "types: {t: {}}\npipelines:\n" +
 			"  a:\n    type: t\n    concurrency: 0\n    handler: {exec: {command: [cat]}}\n" +
 			"  b:\n    type: t\n    max_demand: 4\n    min_demand: 4\n    handler: {exec: {command: [cat]}}\n" +
-			"  c:\n    type: t\n    concurrency: 2\n    min_demand: 9\n    handler: {exec: {command: [cat]}}\n",
+			"  c:\n    type: t\n    concurrency: 2\n    min_demand: 9\n    handler: {exec: {command: [cat]}}\n" +
+			"  d:\n    type: t\n    express: -1\n    handler: {exec: {command: [cat]}}\n",
 		want: []string{
 			"f.yaml:5:18: pipelines.a.concurrency: must be at least 1, got 0",
 			"f.yaml:10:17: pipelines.b.min_demand: must be below max_demand (4), got 4",
 			"f.yaml:15:17: pipelines.c.min_demand: must be below max_demand (4, 2 × concurrency), got 9",
+			"f.yaml:19:14: pipelines.d.express: must be at least 0, got -1",
 		},
 	},
 	{

@@ -10,6 +10,7 @@ import (
 	"github.com/jobstage/jobstage/consumer"
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/httpapi"
+	"github.com/jobstage/jobstage/pipeline"
 )
 
 // kind is the shape of a key's value.
@@ -144,6 +145,8 @@ var schema = object("", "",
 			computed("max_demand / 2").atLeast(1),
 		leaf("timeout", "Bound on one attempt; when it passes the handler is stopped (an exec command is killed) and the attempt fails. 0: none.").
 			byDefault("0s"),
+		leaf("express", "Jobs the pipeline may take beyond its demand, at once, when a fairness key's jobs become ready while the demand is used up by the keys with a backlog: such a key's first jobs start without waiting for the backlog's next batch. 0: none.").
+			byDefault(num(pipeline.DefaultExpress)).atLeast(0),
 		object("handler", "What runs each job: exactly one of `exec`, `http` and `go`.",
 			object("exec", "Runs a command per job: the job's data as JSON on stdin; its id, type and attempt in the environment; exit status 0 succeeds with stdout as the result, anything else fails with the tail of stderr.",
 				leaf("command", "The command and its arguments, run directly, never through a shell. Required. The program must be there when the config is loaded: a bare name is looked up in `$PATH`, a path must be an executable file (a relative one is taken from `dir` when that is set)."),

@@ -56,6 +56,12 @@ type AcceptOptions struct {
 	// another accept of the group picked and has not yet committed, so
 	// they do not conflict with each other.
 	Group *AcceptGroup
+	// Keys, if not nil, restricts the accept to the zones of these
+	// fairness keys ("" names the jobs without a key), and leaves out
+	// the scheduled index's due entries, which a later accept moves to
+	// their zones. The express accepts of a pipeline take the first jobs
+	// of keys newly ready with it (ReadyKeys).
+	Keys []string
 }
 
 // AcceptGroup keeps accepts of one process that take jobs of one type at
@@ -75,6 +81,53 @@ type AcceptGroup struct {
 	taken map[heldJob]struct{}
 	// wake is closed (and replaced) when an accept lets go of its jobs.
 	wake chan struct{}
+	// parked counts the group's accepts that wait for jobs to become
+	// ready; parkedTurned is closed (and replaced) when it becomes zero
+	// or stops being zero.
+	parked       int
+	parkedTurned chan struct{}
+	// waits counts the waits the group's accepts began.
+	waits uint64
+}
+
+// park counts an accept of the group that begins (+1) or ends (-1) a
+// wait for jobs to become ready. A nil group counts nothing.
+func (g *AcceptGroup) park(d int) {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	was := g.parked > 0
+	g.parked += d
+	if d > 0 {
+		g.waits++
+	}
+	if was != (g.parked > 0) && g.parkedTurned != nil {
+		close(g.parkedTurned)
+		g.parkedTurned = nil
+	}
+}
+
+// Waits is how many waits for jobs to become ready the group's accepts
+// began: an accept during which it did not move found its jobs at once.
+func (g *AcceptGroup) Waits() uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.waits
+}
+
+// Parked reports whether an accept of the group waits for jobs to become
+// ready (on the type's watch key, a timer or a bound): while one does, it
+// takes a job that becomes ready as soon as it is. The channel is closed
+// when that changes.
+func (g *AcceptGroup) Parked() (bool, <-chan struct{}) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.parkedTurned == nil {
+		g.parkedTurned = make(chan struct{})
+	}
+	return g.parked > 0, g.parkedTurned
 }
 
 // held is how many jobs the group's accepts hold.
@@ -278,7 +331,10 @@ func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lea
 		if res.watchChanges {
 			res.next = earliest(res.next, q.nowMs()+max(interest.renewIn().Milliseconds(), 1))
 		}
-		if again, err := q.acceptWait(ctx, res, deadline, &rewatch); !again {
+		o.Group.park(1)
+		again, err := q.acceptWait(ctx, res, deadline, &rewatch)
+		o.Group.park(-1)
+		if !again {
 			return nil, err
 		}
 		blind = nil
@@ -540,6 +596,13 @@ func (q *Queue) acceptZones(tx kv.Tx, snap kv.ReadTx, typ, lock string, o Accept
 		return nil, err
 	}
 	skipKeys, skipZones := map[string]bool{}, map[zone]bool{}
+	var only map[string]bool
+	if o.Keys != nil {
+		only = make(map[string]bool, len(o.Keys))
+		for _, k := range o.Keys {
+			only[k] = true
+		}
+	}
 	for _, z := range blind {
 		skipZones[z] = true
 	}
@@ -555,11 +618,11 @@ func (q *Queue) acceptZones(tx kv.Tx, snap kv.ReadTx, typ, lock string, o Accept
 		return len(res.leases)-first > 0 && len(res.leases) == min(want, upTo), err
 	}
 	for pass := 0; ; pass++ {
-		plan, cur, err := q.planZones(tx, snap, typ, s, now, tz, current, skipKeys, skipZones, allow, res)
+		plan, cur, err := q.planZones(tx, snap, typ, s, now, tz, current, only, skipKeys, skipZones, allow, res)
 		if err != nil {
 			return nil, err
 		}
-		if err := q.serveZones(plan, want, s, pass == 0, take, skipKeys, res); err != nil {
+		if err := q.serveZones(plan, want, s, pass == 0 && only == nil, take, skipKeys, res); err != nil {
 			return nil, err
 		}
 		if len(res.leases) > 0 || res.groupWake != nil {
@@ -632,9 +695,9 @@ func (q *Queue) serveZones(plan []keyZones, want int, s TypeSettings, withSchedu
 // over more than one zone it reads every zone marked in the snapshot
 // (markedShards); of a key in one zone, that zone.
 func (q *Queue) planZones(tx kv.Tx, snap kv.ReadTx, typ string, s TypeSettings, now int64, tz *typeZones, current bool,
-	skipKeys map[string]bool, skipZones map[zone]bool, allow map[string]*keyAllowance, res *acceptResult) ([]keyZones, bool, error) {
+	only, skipKeys map[string]bool, skipZones map[zone]bool, allow map[string]*keyAllowance, res *acceptResult) ([]keyZones, bool, error) {
 	chosen := map[string]bool{}
-	skip := func(key string) bool { return skipKeys[key] || chosen[key] }
+	skip := func(key string) bool { return skipKeys[key] || chosen[key] || only != nil && !only[key] }
 	var plan []keyZones
 	keyReads, reads, markReads := 0, 0, 0
 	for len(plan) < maxZoneTries {

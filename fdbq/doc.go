@@ -135,12 +135,15 @@
 //	                                      layout 2 (finished entries by time alone). A version
 //	                                      that changes the model raises it, and one that meets a layout
 //	                                      it does not know refuses the store (ErrLayout)
-//	(P, 15, type, key, shard)             "" the zone marks: the zones with ready jobs, which acceptors
-//	                                      choose from. An add to the ready index writes the zone's mark
-//	                                      when it is absent (read with a conflict), and bumps (P, 3);
-//	                                      an accept that finds a zone empty clears its mark, with a read
-//	                                      conflict on the zone's range, so that a zone with ready jobs
-//	                                      always has its mark (the simulation checks it at every run)
+//	(P, 15, type, key, shard)             8 random bytes, new at each marking (empty in stores written
+//	                                      before them): the zone marks, the zones with ready jobs, which
+//	                                      acceptors choose from. An add to the ready index writes the
+//	                                      zone's mark when it is absent (read with a conflict), and bumps
+//	                                      (P, 3); an accept that finds a zone empty clears its mark, with a
+//	                                      read conflict on the zone's range, so that a zone with ready
+//	                                      jobs always has its mark (the simulation checks it at every
+//	                                      run). Two reads of the marks tell by the values which zones were
+//	                                      marked between them (ReadyZones.Fresh)
 //	(P, 16, type, key, shard)             int64 LE, atomic add: the running jobs of a fairness key, by
 //	                                      the shard of their zone, read by summing (P, 16, type, key)
 //	                                      with a conflict by an accept of a key with MaxRunning. Jobs
@@ -194,6 +197,15 @@
 // times the window's keys. So the keys
 // with ready jobs share the type's accepts by weight, and a key with one
 // job among keys with a backlog waits for the next accept.
+//
+// A worker that takes jobs only on demand makes that next accept only
+// when it has room again, after a batch of the backlog. AcceptOptions.Keys
+// restricts an accept to named keys, and ReadyZones reads the zone index
+// with a watch for its next mark; from two reads, ReadyZones.Fresh tells
+// the keys whose zones were marked in between, which are the keys that
+// had no ready job (a backlog keeps its zones marked). A pipeline's
+// express loop (package pipeline, Options.Express) accepts their first
+// jobs at once, beyond its demand by a bounded number.
 //
 // What a user can rely on:
 //   - Within a key, across all its zones, order is as without zones:

@@ -301,10 +301,26 @@ func (q *Queue) markZone(tx kv.Tx, typ string, z zone, marks *zoneMarks) error {
 		marks.zones[z] = true
 	}
 	if v == nil {
-		tx.Set(key, zoneMarked)
+		tx.Set(key, newMarkToken())
 		marks.bump(tx, q.k.watch(typ))
 	}
 	return nil
+}
+
+// newMarkToken is the value of a zone's mark: a random token, new each
+// time the zone is marked, so that a reader of the zone index tells a
+// zone marked again since its last read from one marked all along
+// (ReadyZones.Fresh).
+func newMarkToken() []byte {
+	return binary.LittleEndian.AppendUint64(nil, mrand.Uint64())
+}
+
+// markToken reads a mark's token (0: a mark written before tokens).
+func markToken(v []byte) uint64 {
+	if len(v) != 8 {
+		return 0
+	}
+	return binary.LittleEndian.Uint64(v)
 }
 
 // zoneMarks is what one transaction attempt marked: the zones whose marks
@@ -326,9 +342,6 @@ func (m *zoneMarks) bump(tx kv.Tx, watch []byte) {
 		m.bumped = true
 	}
 }
-
-// zoneMarked is the value of a zone's mark.
-var zoneMarked = []byte{}
 
 // drop deletes a job.
 func (q *Queue) drop(tx kv.Tx, typ, id string, old *record) error {

@@ -2,7 +2,9 @@ package fdbq
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
+	"slices"
 	"sync"
 	"time"
 
@@ -45,6 +47,8 @@ type typeZones struct {
 	keys []string         // the fairness keys with marked zones
 	cum  []int            // cumulative weights of keys
 	of   map[string][]int // the marked shards of each key
+	// tokens are the marks' tokens (newMarkToken), as of.
+	tokens map[string][]uint64
 	// partial: the index held more marks than one read takes, and this
 	// is a part of it: the next read takes the next part, from after
 	// cursor (nil: from the beginning again), and no part is current.
@@ -119,7 +123,7 @@ func (q *Queue) zonesOf(snap kv.ReadTx, typ string, s TypeSettings, fresh bool) 
 	if err != nil {
 		return nil, false, err
 	}
-	n := &typeZones{ver: append([]byte(nil), ver...), at: q.now(), of: map[string][]int{}}
+	n := &typeZones{ver: append([]byte(nil), ver...), at: q.now(), of: map[string][]int{}, tokens: map[string][]uint64{}}
 	for _, e := range kvs {
 		z, ok := q.k.parseZoneMark(typ, e.Key)
 		if !ok {
@@ -130,6 +134,7 @@ func (q *Queue) zonesOf(snap kv.ReadTx, typ string, s TypeSettings, fresh bool) 
 			n.cum = append(n.cum, last(n.cum)+s.policy(z.key).weight())
 		}
 		n.of[z.key] = append(n.of[z.key], z.shard)
+		n.tokens[z.key] = append(n.tokens[z.key], markToken(e.Value))
 	}
 	if len(kvs) == maxZoneScan {
 		n.partial, n.cursor = true, kvs[len(kvs)-1].Key
@@ -362,4 +367,69 @@ func (q *Queue) markedShards(snap kv.ReadTx, typ, key string, skipZones map[zone
 		shards = append(shards, z.shard)
 	}
 	return shards, nil
+}
+
+// ReadyZones is a read of the zone index of a type, the zones with
+// ready jobs (see Fairness), and a watch of the type's watch key set in
+// the same transaction, which fires when a zone is marked after the read
+// (or the type's settings change, or a job is scheduled for later).
+type ReadyZones struct {
+	tz    *typeZones
+	Watch kv.Watch
+}
+
+// Keys are the fairness keys with marked zones, of the index's first
+// part when it holds more marks than one read takes (Partial).
+func (r *ReadyZones) Keys() []string { return slices.Clone(r.tz.keys) }
+
+// Partial reports an index larger than one read.
+func (r *ReadyZones) Partial() bool { return r.tz.partial }
+
+// Fresh returns the keys with a zone marked in r that was not marked in
+// prev, or was marked again since (its mark's token differs): the keys
+// with jobs that became ready between the two reads and found their zone
+// empty. A zone's mark stays while its jobs are taken, until an accept
+// finds it empty, so a key worked all along, with a backlog, is not among
+// them. With prev nil, or either read partial, it returns none.
+func (r *ReadyZones) Fresh(prev *ReadyZones) []string {
+	if prev == nil || r.tz == prev.tz || r.tz.partial || prev.tz.partial {
+		return nil
+	}
+	var out []string
+	for _, key := range r.tz.keys {
+		// Both lists of shards are in index order, ascending.
+		was, wasTok := prev.tz.of[key], prev.tz.tokens[key]
+		j := 0
+		for i, sh := range r.tz.of[key] {
+			for j < len(was) && was[j] < sh {
+				j++
+			}
+			if j == len(was) || was[j] != sh || wasTok[j] != r.tz.tokens[key][i] {
+				out = append(out, key)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// ReadyZones reads the zone index of typ and watches for a zone marked
+// after. It shares the Queue's read of the index with its accepts: it
+// reads the index only when a zone was marked since the last read, and
+// an accept after it then reads none.
+func (q *Queue) ReadyZones(ctx context.Context, typ string) (*ReadyZones, error) {
+	if err := checkName("type name", typ); err != nil {
+		return nil, err
+	}
+	return kv.Transact(ctx, q.db, func(tx kv.Tx) (*ReadyZones, error) {
+		s, err := q.settings(tx, typ)
+		if err != nil {
+			return nil, err
+		}
+		tz, _, err := q.zonesOf(tx.Snapshot(), typ, s, true)
+		if err != nil {
+			return nil, err
+		}
+		return &ReadyZones{tz: tz, Watch: tx.Watch(q.k.watch(typ))}, nil
+	})
 }

@@ -22,10 +22,15 @@ type ledger struct {
 	// changed is closed, and replaced, whenever demand or reservations
 	// change: every waiting producer wakes once and looks again.
 	changed chan struct{}
+	// dry: no demand is left for the producers to reserve; turned is
+	// closed, and replaced, when that changes (the express loops wait on
+	// it).
+	dry    bool
+	turned chan struct{}
 }
 
 func newLedger(consumers int, broadcast bool) *ledger {
-	return &ledger{wanted: make([]int, consumers), broadcast: broadcast, changed: make(chan struct{})}
+	return &ledger{wanted: make([]int, consumers), broadcast: broadcast, changed: make(chan struct{}), dry: true, turned: make(chan struct{})}
 }
 
 // changedLocked wakes the producers waiting for demand.
@@ -34,6 +39,27 @@ func newLedger(consumers int, broadcast bool) *ledger {
 func (l *ledger) changedLocked() {
 	close(l.changed)
 	l.changed = make(chan struct{})
+	l.turnLocked()
+}
+
+// turnLocked notes whether demand is left, and wakes the express loops
+// when that changed.
+//
+// REQUIRES: l.mu is held.
+func (l *ledger) turnLocked() {
+	if dry := l.availableLocked() <= 0; dry != l.dry {
+		l.dry = dry
+		close(l.turned)
+		l.turned = make(chan struct{})
+	}
+}
+
+// state reports whether no demand is left to reserve, and a channel
+// closed when that changes.
+func (l *ledger) state() (dry bool, turned <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.dry, l.turned
 }
 
 // ask records consumer i asking for n more jobs.
@@ -72,6 +98,7 @@ func (l *ledger) reserve(ctx context.Context, limit int) int {
 		l.mu.Lock()
 		if k := min(l.availableLocked(), limit); k > 0 {
 			l.inflight += k
+			l.turnLocked()
 			l.mu.Unlock()
 			return k
 		}
@@ -83,6 +110,25 @@ func (l *ledger) reserve(ctx context.Context, limit int) int {
 		case <-changed:
 		}
 	}
+}
+
+// borrow reserves, when the consumers have no demand left for the
+// producers (none available), up to limit jobs beyond it, less what
+// earlier borrows hold undelivered or unpaid: the express accepts of
+// keys newly ready. The deliveries take the borrowed jobs from the
+// consumers' demand, below zero, and their next asks pay them back, so
+// the jobs the pipeline holds exceed the demand by at most limit.
+func (l *ledger) borrow(limit int) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	avail := l.availableLocked()
+	if avail > 0 || limit <= 0 {
+		return 0
+	}
+	k := max(limit+avail, 0)
+	l.inflight += k
+	l.turnLocked()
+	return k
 }
 
 // unreserve gives back reserved demand that was not used.

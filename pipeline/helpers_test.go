@@ -254,6 +254,13 @@ func (e *env) start(t testing.TB, b *pipeline.Builder) *pipeline.Pipeline {
 	if err != nil {
 		t.Fatal(err)
 	}
+	startBuilt(t, p)
+	return p
+}
+
+// startBuilt starts p and stops it at the end of the test.
+func startBuilt(t testing.TB, p *pipeline.Pipeline) {
+	t.Helper()
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +277,6 @@ func (e *env) start(t testing.TB, b *pipeline.Builder) *pipeline.Pipeline {
 			t.Errorf("stop: %v", err)
 		}
 	})
-	return p
 }
 
 func (e *env) producer(o producer.Options) *producer.Producer { return producer.New(e.q, "t", o) }

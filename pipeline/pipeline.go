@@ -60,7 +60,20 @@ type Options struct {
 	// Monitor configures the monitor a pipeline starts; the pipelines
 	// that share it use the first one's.
 	Monitor fdbq.MonitorOptions
+	// Express is how many jobs beyond its consumers' demand the pipeline
+	// may hold from express accepts: when a fairness key's jobs become
+	// ready (its zone is marked) while the consumers have no demand left,
+	// a producer's express loop accepts the key's first jobs at once,
+	// rather than at the consumers' next ask behind the keys with a
+	// backlog; a consumer's next ask pays them back. Default
+	// DefaultExpress; negative: none. Under demand dispatch only: the
+	// other dispatchers keep an order or a pace that jobs out of turn
+	// would break.
+	Express int
 }
+
+// DefaultExpress is Options.Express's default.
+const DefaultExpress = 8
 
 // From starts a pipeline at one or more producers.
 func From(producers ...*producer.Producer) *Builder {
@@ -144,6 +157,9 @@ func (b *Builder) Build() (*Pipeline, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.Express == 0 {
+		o.Express = DefaultExpress
+	}
 	if o.Monitor.Logger == nil {
 		o.Monitor.Logger = o.Logger
 	}
@@ -172,8 +188,9 @@ type Pipeline struct {
 	opts Options
 	life lifecycle.Lifecycle
 
-	mu        sync.Mutex
-	inflight  map[*consumer.Envelope]struct{}
+	mu       sync.Mutex
+	inflight map[*consumer.Envelope]struct{}
+	// keys counts the envelopes in flight by the jobs' fairness keys.
 	prodStop  context.CancelFunc
 	jobCancel context.CancelCauseFunc
 	prodWG    sync.WaitGroup
@@ -242,6 +259,13 @@ func (p *Pipeline) start(ctx context.Context) error {
 				p.produce(prodCtx, jobCtx, pr, p.heartbeaters[pr.Type()])
 			}(pr)
 		}
+		if p.opts.Express > 0 && p.b.dispatcher.kind == demandDispatch {
+			p.prodWG.Add(1)
+			go func(pr *producer.Producer) {
+				defer p.prodWG.Done()
+				p.express(prodCtx, jobCtx, pr, p.heartbeaters[pr.Type()], p.fin())
+			}(pr)
+		}
 	}
 	return nil
 }
@@ -281,12 +305,13 @@ func (p *Pipeline) heartbeatIntervals(ctx context.Context) (map[string]time.Dura
 func (p *Pipeline) startFlow() {
 	broadcast := p.b.dispatcher.kind == broadcastDispatch
 	p.ledger = newLedger(len(p.b.consumers), broadcast)
-	capacity := 0
+	capacity := max(p.opts.Express, 0)
 	for _, c := range p.b.consumers {
 		capacity += c.Options().MaxDemand
 	}
-	// Every channel can hold all the demand there is, so a send never
-	// blocks: backpressure comes from demand, not from full channels.
+	// Every channel can hold all the demand there is, and what express
+	// accepts borrow beyond it, so a send never blocks: backpressure
+	// comes from demand, not from full channels.
 	p.heads = make(chan *consumer.Envelope, capacity)
 	last := p.heads
 	for _, s := range p.b.stages {
@@ -318,14 +343,7 @@ func (p *Pipeline) startFlow() {
 // produce is one producer's loop: reserve demand, accept that many jobs,
 // send them down the pipeline.
 func (p *Pipeline) produce(ctx, jobCtx context.Context, pr *producer.Producer, hb *consumer.Heartbeater) {
-	var fin consumer.Finisher
-	if p.finisher != nil {
-		fin = p.finisher
-	}
-	acks := 1
-	if p.b.dispatcher.kind == broadcastDispatch {
-		acks = len(p.b.consumers)
-	}
+	fin := p.fin()
 	for {
 		k := p.ledger.reserve(ctx, pr.BatchLimit())
 		if k == 0 {
@@ -339,14 +357,32 @@ func (p *Pipeline) produce(ctx, jobCtx context.Context, pr *producer.Producer, h
 			}
 			return
 		}
-		for _, l := range leases {
-			e := consumer.NewEnvelope(jobCtx, pr.Queue(), l, consumer.EnvelopeOptions{
-				Acks: acks, Heartbeater: hb, Finisher: fin, OnDone: p.done,
-			})
-			p.track(e)
-			p.heads <- e
-		}
+		p.send(jobCtx, pr, hb, fin, leases)
 	}
+}
+
+// send sends accepted jobs down the pipeline.
+func (p *Pipeline) send(jobCtx context.Context, pr *producer.Producer, hb *consumer.Heartbeater, fin consumer.Finisher, leases []*fdbq.Lease) {
+	acks := 1
+	if p.b.dispatcher.kind == broadcastDispatch {
+		acks = len(p.b.consumers)
+	}
+	for _, l := range leases {
+		e := consumer.NewEnvelope(jobCtx, pr.Queue(), l, consumer.EnvelopeOptions{
+			Acks: acks, Heartbeater: hb, Finisher: fin, OnDone: p.done,
+		})
+		p.track(e)
+		p.heads <- e
+	}
+}
+
+// fin is the finisher envelopes commit their outcomes through (nil: each
+// its own).
+func (p *Pipeline) fin() consumer.Finisher {
+	if p.finisher != nil {
+		return p.finisher
+	}
+	return nil
 }
 
 func (p *Pipeline) track(e *consumer.Envelope) {

@@ -22,6 +22,7 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/jobstage/jobstage/fdbq"
@@ -74,6 +75,13 @@ type Producer struct {
 	waiter chan struct{}
 	// group keeps the accept loops from picking the same jobs.
 	group *fdbq.AcceptGroup
+	// backlog is whether the last Pull that returned jobs returned as
+	// many as it was asked for, at once.
+	backlog struct {
+		sync.Mutex
+		full    bool
+		changed chan struct{} // closed when full changes; nil: none made
+	}
 }
 
 // New returns a producer of jobs of type typ.
@@ -121,9 +129,11 @@ func (p *Producer) Options() Options { return p.opts }
 func (p *Producer) Pull(ctx context.Context, n int) ([]*fdbq.Lease, error) {
 	n = max(1, min(n, p.opts.BatchLimit))
 	backoff := p.opts.MinBackoff
+	waits := p.group.Waits()
 	for {
 		leases, err := p.accept(ctx, n)
 		if err == nil && len(leases) > 0 {
+			p.noteFull(len(leases) == n && p.group.Waits() == waits)
 			return leases, nil
 		}
 		if ctxErr := ctx.Err(); ctxErr != nil {
@@ -177,4 +187,43 @@ func (p *Producer) accept(ctx context.Context, n int) ([]*fdbq.Lease, error) {
 // start.
 func (p *Producer) Release(ctx context.Context, leases []*fdbq.Lease) error {
 	return p.q.Release(ctx, p.q.DB(), leases)
+}
+
+// Parked reports whether one of the producer's Pulls waits for jobs to
+// become ready, and a channel closed when that changes: while one does,
+// it takes a job that becomes ready at once.
+func (p *Producer) Parked() (bool, <-chan struct{}) { return p.group.Parked() }
+
+// Backlogged reports whether the last Pull that returned jobs returned
+// as many as it was asked for without waiting for any to become ready
+// (more were likely ready than the demand took), and a channel closed
+// when that changes.
+func (p *Producer) Backlogged() (bool, <-chan struct{}) {
+	p.backlog.Lock()
+	defer p.backlog.Unlock()
+	if p.backlog.changed == nil {
+		p.backlog.changed = make(chan struct{})
+	}
+	return p.backlog.full, p.backlog.changed
+}
+
+func (p *Producer) noteFull(full bool) {
+	p.backlog.Lock()
+	defer p.backlog.Unlock()
+	if full != p.backlog.full {
+		p.backlog.full = full
+		if p.backlog.changed != nil {
+			close(p.backlog.changed)
+			p.backlog.changed = nil
+		}
+	}
+}
+
+// AcceptKeys accepts, without waiting, up to n of the first due jobs of
+// the fairness keys given (in strict order within each key), sharing the
+// producer's accept group so that it never takes a job one of its Pulls
+// picked: a pipeline's express accepts of keys newly ready.
+func (p *Producer) AcceptKeys(ctx context.Context, keys []string, n int) ([]*fdbq.Lease, error) {
+	n = max(1, min(n, p.opts.BatchLimit))
+	return p.q.Accept(ctx, p.typ, fdbq.AcceptOptions{Max: n, Window: n, Group: p.group, Keys: keys})
 }

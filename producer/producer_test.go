@@ -285,3 +285,64 @@ func TestRelease(t *testing.T) {
 		}
 	}
 }
+
+// TestBacklogged: a producer tells whether its last Pull found as many
+// jobs as it asked for at once (a backlog), and whether one of its Pulls
+// waits for jobs; the channels it gives are closed when either changes.
+func TestBacklogged(t *testing.T) {
+	q, _ := newQueue(t)
+	p := producer.New(q, "t", producer.Options{})
+	ctx := context.Background()
+	pull := func(n, want int) {
+		t.Helper()
+		ls, err := p.Pull(ctx, n)
+		if err != nil || len(ls) != want {
+			t.Fatalf("pull %d: %d jobs, %v; want %d", n, len(ls), err, want)
+		}
+	}
+	if b, _ := p.Backlogged(); b {
+		t.Fatal("a new producer is backlogged")
+	}
+	add(t, q, fdbq.NewJob{ID: "1"}, fdbq.NewJob{ID: "2"}, fdbq.NewJob{ID: "3"})
+	_, filled := p.Backlogged()
+	pull(2, 2)
+	if b, _ := p.Backlogged(); !b {
+		t.Fatal("not backlogged after a pull that found all it asked for")
+	}
+	select {
+	case <-filled:
+	default:
+		t.Fatal("the change was not told")
+	}
+	pull(5, 1)
+	if b, _ := p.Backlogged(); b {
+		t.Fatal("backlogged after a pull that found fewer than it asked for")
+	}
+
+	// A pull of one that waits for its job is no backlog, though it got
+	// all it asked for.
+	_, turned := p.Parked()
+	got := make(chan error, 1)
+	go func() {
+		_, err := p.Pull(ctx, 1)
+		got <- err
+	}()
+	select {
+	case <-turned:
+	case <-time.After(waitLimit):
+		t.Fatal("the pull did not wait")
+	}
+	if parked, _ := p.Parked(); !parked {
+		t.Fatal("not parked while a pull waits")
+	}
+	add(t, q, fdbq.NewJob{ID: "4"})
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := p.Backlogged(); b {
+		t.Fatal("backlogged after a pull that waited for its job")
+	}
+	if parked, _ := p.Parked(); parked {
+		t.Fatal("parked after the pull returned")
+	}
+}

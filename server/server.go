@@ -242,7 +242,7 @@ func pipelineConstructor(name string, pc config.Pipeline, drain time.Duration, w
 			Via(m.Stage()).
 			To(c).
 			// The server runs the monitor (fxjobstage.MonitorModule).
-			WithOptions(pipeline.Options{BatchFinish: true, Logger: log.With("pipeline", name), DrainTimeout: drain, OnEnded: m.Ended, NoRecovery: true}).
+			WithOptions(pipeline.Options{BatchFinish: true, Logger: log.With("pipeline", name), DrainTimeout: drain, OnEnded: m.Ended, NoRecovery: true, Express: express(pc.Express)}).
 			Build()
 		if err != nil {
 			return nil, fmt.Errorf("pipeline %s: %w", name, err)
@@ -450,4 +450,13 @@ func rootCause(err error) error {
 		return nil
 	}
 	return dig.RootCause(err)
+}
+
+// express is pipeline.Options.Express for a pipeline's express setting,
+// where 0 turns it off.
+func express(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }

@@ -1,0 +1,126 @@
+package pipeline_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jobstage/jobstage/consumer"
+	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/internal/jobtest"
+	"github.com/jobstage/jobstage/pipeline"
+	"github.com/jobstage/jobstage/producer"
+)
+
+// backlogEnv is a pipeline whose consumer's demand (2) is held by two
+// jobs of a backlogged key "a" whose handlers block until released,
+// with a third handler slot free: a job of another key starts only if it
+// is accepted beyond the demand.
+type backlogEnv struct {
+	*env
+	p       atomic.Pointer[pipeline.Pipeline]
+	started chan string
+	release chan struct{}
+	// over counts handler starts that saw the pipeline hold more jobs
+	// than its demand plus the express budget.
+	over atomic.Int64
+}
+
+func newBacklogEnv(t *testing.T, express int) *backlogEnv {
+	e := &backlogEnv{env: newEnv(t, envOptions{}), started: make(chan string, 1000), release: make(chan struct{})}
+	var backlog []fdbq.NewJob
+	for i := range 40 {
+		backlog = append(backlog, fdbq.NewJob{ID: fmt.Sprint("a", i), Key: "a"})
+	}
+	e.add(t, backlog...)
+	const maxDemand = 2
+	budget := express
+	if budget == 0 {
+		budget = pipeline.DefaultExpress
+	}
+	c := mustConsumer(t, func(ctx context.Context, j *consumer.Job[json.RawMessage]) (bool, error) {
+		if n := e.p.Load().InFlight(); n > maxDemand+max(budget, 0) {
+			e.over.Add(1)
+		}
+		e.started <- j.ID
+		if j.Key == "a" {
+			select {
+			case <-e.release:
+			case <-ctx.Done():
+				return false, ctx.Err()
+			}
+		}
+		return true, nil
+	}, consumer.Options{Concurrency: 3, MaxDemand: maxDemand, MinDemand: 1})
+	p, err := pipeline.From(e.producer(producer.Options{})).To(c).
+		WithOptions(pipeline.Options{NoRecovery: true, Express: express}).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.p.Store(p) // before a handler can read it
+	startBuilt(t, p)
+	for range maxDemand {
+		if id := recv(t, e.started, "a job of the backlog"); id[0] != 'a' {
+			t.Fatalf("started %s before the backlog", id)
+		}
+	}
+	if express >= 0 {
+		// The express loop's first read of the zones, the baseline a new
+		// key's mark is told from: the one watch of the type's watch key,
+		// since no accept of the producer waits.
+		e.spy.waitArmed(t, 1)
+	}
+	return e
+}
+
+// TestExpressStartsANewKeyWhileTheBacklogHoldsTheDemand: with the
+// consumer's demand used up by a backlogged key, a job of a new key is
+// accepted at once by the express loop, beyond the demand, and starts
+// while the backlog's handlers still hold it; without the express loop it
+// would wait for the consumer to ask again.
+func TestExpressStartsANewKeyWhileTheBacklogHoldsTheDemand(t *testing.T) {
+	e := newBacklogEnv(t, 0)
+	for i := range 5 {
+		id := fmt.Sprint("b", i)
+		e.add(t, fdbq.NewJob{ID: id, Key: fmt.Sprint("b", i)})
+		if got := recv(t, e.started, "the new key's job"); got != id {
+			t.Fatalf("started %s, want %s", got, id)
+		}
+		e.waitFinished(t, id)
+	}
+	if n := e.over.Load(); n > 0 {
+		t.Fatalf("%d starts saw more jobs held than the demand and the express budget", n)
+	}
+	close(e.release)
+}
+
+// TestExpressBudget: however many new keys come, the pipeline holds at
+// most its demand and Options.Express jobs more, and every job is worked
+// once the backlog's handlers let go.
+func TestExpressBudget(t *testing.T) {
+	seed := jobtest.Seed(t)
+	rng := rand.New(rand.NewPCG(seed, seed))
+	for _, express := range []int{1, 3} {
+		t.Run(fmt.Sprint("express=", express), func(t *testing.T) {
+			e := newBacklogEnv(t, express)
+			var ids []string
+			for i := range 30 {
+				var batch []fdbq.NewJob
+				for range 1 + rng.IntN(3) {
+					id := fmt.Sprint("k", i, "-", len(batch))
+					batch = append(batch, fdbq.NewJob{ID: id, Key: fmt.Sprint("k", rng.IntN(10))})
+					ids = append(ids, id)
+				}
+				e.add(t, batch...)
+			}
+			close(e.release)
+			e.waitFinished(t, ids...)
+			if n := e.over.Load(); n > 0 {
+				t.Fatalf("%d starts saw more jobs held than the demand and the express budget %d", n, express)
+			}
+		})
+	}
+}
