@@ -286,27 +286,35 @@ func sumRange(tx kv.ReadTx, r kv.Range) (int64, [][]byte, error) {
 // bounds leave, read once per transaction.
 func (q *Queue) allowed(tx kv.Tx, typ string, s TypeSettings, cands []candidate, allow map[string]*keyAllowance,
 	skipKeys map[string]bool, now int64, res *acceptResult) ([]candidate, error) {
-	out := cands[:0:0]
-	taken := map[string]int{}
-	for _, c := range cands {
-		p := s.policy(c.zone.key)
-		if c.zone.key == "" || !p.limited() {
-			out = append(out, c)
-			continue
-		}
-		a := allow[c.zone.key]
-		if a == nil {
-			var err error
-			if a, err = q.allowance(tx, typ, c.zone.key, p, now); err != nil {
-				return nil, err
+	// out stays cands until a candidate is left out: most accepts leave
+	// none, and then copy nothing.
+	out, copied := cands, false
+	var taken map[string]int
+	for i, c := range cands {
+		keep := true
+		if p := s.policy(c.zone.key); c.zone.key != "" && p.limited() {
+			a := allow[c.zone.key]
+			if a == nil {
+				var err error
+				if a, err = q.allowance(tx, typ, c.zone.key, p, now); err != nil {
+					return nil, err
+				}
+				allow[c.zone.key] = a
+				if a.left == 0 {
+					q.heldBack(c.zone.key, a, skipKeys, res)
+				}
 			}
-			allow[c.zone.key] = a
-			if a.left == 0 {
-				q.heldBack(c.zone.key, a, skipKeys, res)
+			if taken == nil {
+				taken = map[string]int{}
+			}
+			if keep = taken[c.zone.key] < a.left; keep {
+				taken[c.zone.key]++
 			}
 		}
-		if taken[c.zone.key] < a.left {
-			taken[c.zone.key]++
+		switch {
+		case !keep && !copied:
+			out, copied = append(make([]candidate, 0, len(cands)), cands[:i]...), true
+		case keep && copied:
 			out = append(out, c)
 		}
 	}
