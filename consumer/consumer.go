@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jobstage/jobstage/fdbq"
@@ -126,8 +127,8 @@ type Consumer struct {
 	opts Options
 	kind string // the Kind of T, if T has one
 	// run runs the handler on e and returns the acknowledgement, which
-	// commits the outcome.
-	run func(e *Envelope) (ack func())
+	// commits the outcome and then calls then (Envelope.ack).
+	run func(e *Envelope) (ack func(then func()))
 }
 
 // New returns a consumer running h, wrapped by mw (the first wraps
@@ -211,12 +212,13 @@ func newConsumer[T any](o Options, run func(ctx context.Context, job *Job[T]) (j
 	if err != nil {
 		return nil, err
 	}
-	return &Consumer{opts: o, kind: kind, run: func(e *Envelope) func() {
+	return &Consumer{opts: o, kind: kind, run: func(e *Envelope) func(func()) {
 		if !e.Start() {
-			return func() { e.Ack(nil, context.Cause(e.Context())) }
+			cause := context.Cause(e.Context())
+			return func(then func()) { e.ack(nil, cause, then) }
 		}
 		result, err := runTyped(e, run, timeout)
-		return func() { e.Ack(result, err) }
+		return func(then func()) { e.ack(result, err, then) }
 	}}, nil
 }
 
@@ -307,8 +309,21 @@ func (c *Consumer) Serve(in <-chan *Envelope, ask func(n int)) {
 	// completions until every handler is done, so a handler never blocks
 	// reporting one, however many jobs were delivered.
 	work := make(chan *Envelope)
-	finished := make(chan struct{})
+	// A committed outcome adds to finished and wakes the loop; the loop
+	// takes all that were added since it last looked. A batch of outcomes
+	// committed together wakes it once, and no goroutine waits on a
+	// commit.
+	var finished atomic.Int64
+	wake := make(chan struct{}, 1)
 	var wg, commits sync.WaitGroup
+	committed := func() {
+		finished.Add(1)
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+		commits.Done()
+	}
 	for range c.opts.Concurrency {
 		wg.Add(1)
 		go func() {
@@ -324,11 +339,7 @@ func (c *Consumer) Serve(in <-chan *Envelope, ask func(n int)) {
 				// batches no larger than the handlers waiting on it.)
 				ack := c.run(e)
 				commits.Add(1)
-				go func() {
-					defer commits.Done()
-					ack()
-					finished <- struct{}{}
-				}()
+				ack(committed)
 			}
 		}()
 	}
@@ -350,8 +361,8 @@ func (c *Consumer) Serve(in <-chan *Envelope, ask func(n int)) {
 			queue.push(e)
 		case next <- head:
 			queue.pop()
-		case <-finished:
-			outstanding--
+		case <-wake:
+			outstanding -= int(finished.Swap(0))
 			if outstanding <= minD {
 				ask(maxD - outstanding)
 				outstanding = maxD
@@ -359,19 +370,8 @@ func (c *Consumer) Serve(in <-chan *Envelope, ask func(n int)) {
 		}
 	}
 	close(work)
-	idle := make(chan struct{})
-	go func() {
-		wg.Wait()
-		commits.Wait()
-		close(idle)
-	}()
-	for {
-		select {
-		case <-finished:
-		case <-idle:
-			return
-		}
-	}
+	wg.Wait()
+	commits.Wait()
 }
 
 // turns holds the envelopes a consumer received and has not started, in

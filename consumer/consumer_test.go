@@ -93,8 +93,9 @@ func TestServeKeepsArrivalOrder(t *testing.T) {
 }
 
 // TestServeDemand: the consumer asks for MaxDemand up front, and for what
-// it misses when its outstanding demand falls to MinDemand; it never has
-// more than MaxDemand jobs asked for and not finished.
+// it misses when its outstanding demand falls to MinDemand (or below:
+// outcomes committed together are counted together); it never has more
+// than MaxDemand jobs asked for and not finished.
 func TestServeDemand(t *testing.T) {
 	q := newQueue(t, nil)
 	const n, maxD, minD, conc = 24, 6, 2, 3
@@ -119,19 +120,34 @@ func TestServeDemand(t *testing.T) {
 		defer close(served)
 		c.Serve(in, func(k int) { asks <- k })
 	}()
-	sent := 0
+	sent, asked := 0, 0
 	var got []int
+	var envs []*consumer.Envelope
 	for sent < n {
 		k := recv(t, asks, "an ask")
 		got = append(got, k)
-		if sent > 0 && k != maxD-minD {
-			t.Errorf("asked for %d after the first ask, want %d (max−min demand)", k, maxD-minD)
+		asked += k
+		if sent > 0 && (k < maxD-minD || k > maxD) {
+			t.Errorf("asked for %d after the first ask, want %d (max−min demand) to %d", k, maxD-minD, maxD)
+		}
+		done := 0
+		for _, e := range envs {
+			select {
+			case <-e.Done():
+				done++
+			default:
+			}
+		}
+		if asked-done > maxD {
+			t.Errorf("asked for %d in all with %d finished: more than max demand %d outstanding", asked, done, maxD)
 		}
 		for range k {
 			if sent == n {
 				break
 			}
-			in <- consumer.NewEnvelope(context.Background(), q, ls[sent], consumer.EnvelopeOptions{})
+			e := consumer.NewEnvelope(context.Background(), q, ls[sent], consumer.EnvelopeOptions{})
+			envs = append(envs, e)
+			in <- e
 			sent++
 		}
 	}

@@ -186,8 +186,16 @@ func (e *Envelope) Start() bool {
 
 // Ack records one consumer's outcome; the last one commits it. A handler
 // that was never started (its Start returned false) still acks, with the
-// context's cause, so that broadcast counts stay right.
-func (e *Envelope) Ack(result json.RawMessage, err error) {
+// context's cause, so that broadcast counts stay right. It returns once
+// the outcome is committed.
+func (e *Envelope) Ack(result json.RawMessage, err error) { e.ack(result, err, nil) }
+
+// ack is Ack. With then set it does not wait for the commit: it returns
+// at once and calls then once the outcome is committed and the envelope
+// settled (at once, for an acknowledgement that is not the last), from
+// the finisher's goroutine or one of its own. A consumer's handler thus
+// frees its slot without a goroutine waiting on each job's commit.
+func (e *Envelope) ack(result json.RawMessage, err error, then func()) {
 	e.mu.Lock()
 	if err != nil && e.err == nil {
 		e.err = err
@@ -196,11 +204,13 @@ func (e *Envelope) Ack(result json.RawMessage, err error) {
 		e.result = result
 	}
 	e.mu.Unlock()
-	if e.acks.Add(-1) != 0 {
+	if e.acks.Add(-1) != 0 || e.state.Swap(settled) == settled {
+		// Not the last acknowledgement, or released before any handler
+		// started.
+		if then != nil {
+			then()
+		}
 		return
-	}
-	if e.state.Swap(settled) == settled {
-		return // released before any handler started
 	}
 	e.stopHeartbeat()
 	// The outcome is committed even when the pipeline is stopping: the
@@ -208,28 +218,73 @@ func (e *Envelope) Ack(result json.RawMessage, err error) {
 	ctx := context.WithoutCancel(e.ctx)
 	var end *EndError
 	chosen := errors.As(e.err, &end)
+	var ending fdbq.Ending
 	switch cause := context.Cause(e.ctx); {
 	case errors.Is(cause, ErrHalted):
 		e.outErr = fdbq.ErrHalt
+		e.finish(then)
+		return
 	case e.err != nil && errors.Is(cause, ErrStopping) && !chosen:
 		// Interrupted by the stop: the attempt is not the handler's
 		// doing. An ending the handler chose is committed as chosen.
-		e.outErr = e.q.Release(ctx, e.q.DB(), []*fdbq.Lease{e.Lease})
+		e.async(then, func() { e.outErr = e.q.Release(ctx, e.q.DB(), []*fdbq.Lease{e.Lease}) })
+		return
 	case chosen:
-		e.ended, e.outErr = e.fin.End(ctx, e.Lease, end.ending(e.q.Now()))
+		ending = end.ending(e.q.Now())
 	case e.err != nil:
-		e.ended, e.outErr = e.fin.End(ctx, e.Lease, fdbq.Ending{How: fdbq.AttemptFailed, Cause: e.err.Error()})
+		ending = fdbq.Ending{How: fdbq.AttemptFailed, Cause: e.err.Error()}
 	default:
-		e.ended, e.outErr = e.fin.End(ctx, e.Lease, fdbq.Ending{How: fdbq.AttemptSucceeded, Result: e.result})
-		if errors.Is(e.outErr, fdbq.ErrDataTooLarge) {
-			// A result the job's record cannot hold fails the attempt
-			// rather than leave the job running until the monitor takes
-			// it back.
-			e.ended, e.outErr = e.fin.End(ctx, e.Lease, fdbq.Ending{How: fdbq.AttemptFailed, Cause: "result not stored: " + e.outErr.Error()})
-		}
+		ending = fdbq.Ending{How: fdbq.AttemptSucceeded, Result: e.result}
 	}
+	// ended takes End's answer: a result the job's record cannot hold
+	// fails the attempt rather than leave the job running until the
+	// monitor takes it back.
+	ended := func(r fdbq.Ended, err error) (retry bool) {
+		e.ended, e.outErr = r, err
+		return ending.How == fdbq.AttemptSucceeded && errors.Is(err, fdbq.ErrDataTooLarge)
+	}
+	tooLarge := func() {
+		e.ended, e.outErr = e.fin.End(ctx, e.Lease, fdbq.Ending{How: fdbq.AttemptFailed, Cause: "result not stored: " + e.outErr.Error()})
+	}
+	if af, ok := e.fin.(asyncFinisher); ok && then != nil {
+		af.endAsync(ctx, e.Lease, ending, func(r fdbq.Ended, err error) {
+			if ended(r, err) {
+				e.async(then, tooLarge)
+				return
+			}
+			e.finish(then)
+		})
+		return
+	}
+	e.async(then, func() {
+		if ended(e.fin.End(ctx, e.Lease, ending)) {
+			tooLarge()
+		}
+	})
+}
+
+// async runs commit, then finishes the envelope: at once when then is
+// nil (Ack waits), else in a goroutine of its own.
+func (e *Envelope) async(then func(), commit func()) {
+	if then == nil {
+		commit()
+		e.finish(nil)
+		return
+	}
+	go func() {
+		commit()
+		e.finish(then)
+	}()
+}
+
+// finish settles the envelope once its outcome is committed, and calls
+// then.
+func (e *Envelope) finish(then func()) {
 	e.cancel(context.Canceled)
 	e.settle()
+	if then != nil {
+		then()
+	}
 }
 
 // settle runs OnDone and closes Done. OnDone runs synchronously, before the

@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 
 	"github.com/jobstage/jobstage/fdbq"
@@ -22,6 +23,13 @@ type BatchFinisher struct {
 	stop chan struct{}
 	done chan struct{}
 	once sync.Once
+
+	// mu guards closing and sending: an outcome is taken (sending
+	// counts it) only before Stop, and the loop, or Stop before Start,
+	// receives every one taken, so each is answered.
+	mu      sync.Mutex
+	closing bool
+	sending sync.WaitGroup
 }
 
 type finishReq struct {
@@ -29,10 +37,21 @@ type finishReq struct {
 	lease  *fdbq.Lease
 	ending fdbq.Ending
 	ended  fdbq.Ended // set by the transaction that commits
-	done   chan error
+	// done is called once with the outcome's answer, from a goroutine
+	// of the batch's.
+	done func(fdbq.Ended, error)
 }
 
-var _ Finisher = (*BatchFinisher)(nil)
+// asyncFinisher is a Finisher that commits without a goroutine waiting
+// for each outcome: done is called once with the answer.
+type asyncFinisher interface {
+	endAsync(ctx context.Context, l *fdbq.Lease, e fdbq.Ending, done func(fdbq.Ended, error))
+}
+
+var (
+	_ Finisher      = (*BatchFinisher)(nil)
+	_ asyncFinisher = (*BatchFinisher)(nil)
+)
 
 // ErrFinisherClosed: the finisher was stopped before the outcome was
 // committed; the job stays running until the activity monitor retries it.
@@ -51,23 +70,29 @@ func NewBatchFinisher(q *fdbq.Queue, max int) *BatchFinisher {
 
 // End implements Finisher.
 func (b *BatchFinisher) End(ctx context.Context, l *fdbq.Lease, e fdbq.Ending) (fdbq.Ended, error) {
-	r := &finishReq{ctx: ctx, lease: l, ending: e, done: make(chan error, 1)}
-	select {
-	case b.reqs <- r:
-	case <-b.stop:
-		return fdbq.Ended{}, ErrFinisherClosed
+	type answer struct {
+		ended fdbq.Ended
+		err   error
 	}
-	select {
-	case err := <-r.done:
-		return r.ended, err
-	case <-b.done:
-		select {
-		case err := <-r.done:
-			return r.ended, err
-		default:
-			return fdbq.Ended{}, ErrFinisherClosed
-		}
+	ch := make(chan answer, 1)
+	b.endAsync(ctx, l, e, func(ended fdbq.Ended, err error) { ch <- answer{ended, err} })
+	a := <-ch
+	return a.ended, a.err
+}
+
+// endAsync gives the finisher an outcome to commit; done gets the answer
+// (ErrFinisherClosed after Stop).
+func (b *BatchFinisher) endAsync(ctx context.Context, l *fdbq.Lease, e fdbq.Ending, done func(fdbq.Ended, error)) {
+	b.mu.Lock()
+	if b.closing {
+		b.mu.Unlock()
+		done(fdbq.Ended{}, ErrFinisherClosed)
+		return
 	}
+	b.sending.Add(1)
+	b.mu.Unlock()
+	b.reqs <- &finishReq{ctx: ctx, lease: l, ending: e, done: done}
+	b.sending.Done()
 }
 
 // Start starts committing. A finisher runs once: Start fails if it was
@@ -86,13 +111,26 @@ func (b *BatchFinisher) Start(ctx context.Context) error {
 func (b *BatchFinisher) Stop(ctx context.Context) error {
 	// From now on no outcome is taken; the loop commits those it was
 	// given and returns.
-	b.once.Do(func() { close(b.stop) })
+	b.once.Do(func() {
+		b.mu.Lock()
+		b.closing = true
+		b.mu.Unlock()
+		close(b.stop)
+	})
 	return b.life.Stop(ctx, func(_ context.Context, started bool) error {
 		if started {
 			<-b.done
-		} else {
-			close(b.done) // no loop ran, nor will: outcomes waiting fail
+			return nil
 		}
+		// No loop ran, nor will: the outcomes given fail.
+		go func() {
+			b.sending.Wait()
+			close(b.reqs)
+		}()
+		for r := range b.reqs {
+			r.done(fdbq.Ended{}, ErrFinisherClosed)
+		}
+		close(b.done)
 		return nil
 	})
 }
@@ -105,14 +143,16 @@ func (b *BatchFinisher) loop() {
 		case r := <-b.reqs:
 			batch = append(batch[:0], r)
 		case <-b.stop:
-			for {
-				select {
-				case r := <-b.reqs:
-					b.commit([]*finishReq{r})
-				default:
-					return
-				}
+			// Every outcome taken before Stop is in the channel or on
+			// its way: commit them, one by one, and return.
+			go func() {
+				b.sending.Wait()
+				close(b.reqs)
+			}()
+			for r := range b.reqs {
+				b.commit([]*finishReq{r})
 			}
+			return
 		}
 	gather:
 		for len(batch) < b.max {
@@ -154,7 +194,7 @@ func (b *BatchFinisher) commit(batch []*finishReq) {
 		})
 		var skip *skipError
 		if errors.As(err, &skip) {
-			skip.r.done <- skip.err
+			skip.r.answer(skip.err)
 			rest := batch[:0]
 			for _, r := range batch {
 				if r != skip.r {
@@ -164,9 +204,18 @@ func (b *BatchFinisher) commit(batch []*finishReq) {
 			batch = rest
 			continue
 		}
-		for _, r := range batch {
-			r.done <- err
-		}
+		// The answers settle the jobs' envelopes, which takes a while for
+		// a large batch: a goroutine of the batch's gives them, and the
+		// loop gathers the next batch meanwhile.
+		answered := slices.Clone(batch)
+		go func() {
+			for _, r := range answered {
+				r.answer(err)
+			}
+		}()
 		return
 	}
 }
+
+// answer gives r's requester the outcome's answer.
+func (r *finishReq) answer(err error) { r.done(r.ended, err) }

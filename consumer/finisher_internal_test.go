@@ -47,8 +47,11 @@ func TestCommitSkipsHalted(t *testing.T) {
 	}
 	b := NewBatchFinisher(q, 0) // not started: the test calls commit itself
 	var batch []*finishReq
+	answers := make([]chan error, len(ls))
 	for i, l := range ls {
-		r := &finishReq{ctx: ctx, lease: l, ending: fdbq.Ending{How: fdbq.AttemptSucceeded, Result: json.RawMessage(`true`)}, done: make(chan error, 1)}
+		answers[i] = make(chan error, 1)
+		r := &finishReq{ctx: ctx, lease: l, ending: fdbq.Ending{How: fdbq.AttemptSucceeded, Result: json.RawMessage(`true`)},
+			done: func(_ fdbq.Ended, err error) { answers[i] <- err }}
 		if i == 6 {
 			r.ending = fdbq.Ending{How: fdbq.AttemptFailed, Cause: "bad luck"}
 		}
@@ -60,8 +63,8 @@ func TestCommitSkipsHalted(t *testing.T) {
 	if c := db.Stats().Commits.Load() - commits0; c != 1 {
 		t.Errorf("%d commits for one batch, want 1", c)
 	}
-	for i, r := range batch {
-		err := <-r.done
+	for i := range batch {
+		err := <-answers[i]
 		if i == 3 || i == 5 {
 			if !errors.Is(err, fdbq.ErrHalt) {
 				t.Errorf("stale lease %d: %v, want ErrHalt", i, err)
