@@ -25,6 +25,7 @@ func (c *cli) bench(args []string) (err error) {
 	fs.IntVar(&o.Shares, "shares", 0, "fairness: three keys weighted 1:2:1 with this many jobs each, this many worked (0: off)")
 	fs.IntVar(&o.Zones, "zones", 0, "zones of each type the run declares (0: the default)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	memprofile := fs.String("memprofile", "", "write a profile of the run's allocations to this file")
 	fs.StringVar(&o.Dir, "dir", "", "store directory, empty or new (default: a temporary directory, removed after)")
 	asJSON := fs.Bool("json", false, "print the result as JSON (progress goes to stderr)")
 	quiet := fs.Bool("quiet", false, "no progress lines")
@@ -48,6 +49,21 @@ func (c *cli) bench(args []string) (err error) {
 			pprof.StopCPUProfile()
 			if cerr := f.Close(); cerr != nil && err == nil {
 				err = fmt.Errorf("write the CPU profile: %w", cerr)
+			}
+		}()
+	}
+	if *memprofile != "" {
+		f, err := os.Create(*memprofile)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			werr := pprof.Lookup("allocs").WriteTo(f, 0)
+			if cerr := f.Close(); werr == nil {
+				werr = cerr
+			}
+			if werr != nil && err == nil {
+				err = fmt.Errorf("write the allocation profile: %w", werr)
 			}
 		}()
 	}

@@ -497,8 +497,8 @@ func (r *Result) Print(w io.Writer) {
 			r.MixedJobs, r.MixedTypes, r.MixedJobsPerSec, r.MixedSeconds)
 	}
 	if f := r.Fairness; f.Samples > 0 {
-		fmt.Fprintf(w, "new key     %9d jobs  against a backlog of %d of another key worked at %.0f jobs/s: enqueue→start p50 %.2f ms  p99 %.2f ms  max %.2f ms\n",
-			f.Samples, f.Backlog, f.BacklogRate, f.NewP50Ms, f.NewP99Ms, f.NewMaxMs)
+		fmt.Fprintf(w, "new key     %9d jobs  against a backlog of %d of another key worked at %.0f jobs/s: enqueue→start p50 %.2f ms  p99 %.2f ms  max %.2f ms (from the add's commit: p50 %.2f ms  p99 %.2f ms)\n",
+			f.Samples, f.Backlog, f.BacklogRate, f.NewP50Ms, f.NewP99Ms, f.NewMaxMs, f.NewCommittedP50Ms, f.NewCommittedP99Ms)
 	}
 	if f := r.Fairness; f.SharesJobs > 0 {
 		fmt.Fprintf(w, "weights     %9d jobs  of keys a:b:c weighted 1:2:1, shares %.3f : %.3f : %.3f\n",

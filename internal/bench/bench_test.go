@@ -74,6 +74,9 @@ func TestRunFairnessAndMixed(t *testing.T) {
 	if f.Samples != 5 || f.NewP50Ms <= 0 || f.NewP50Ms > f.NewP99Ms || f.NewP99Ms > f.NewMaxMs || f.BacklogRate <= 0 {
 		t.Errorf("new key not measured: %+v", f)
 	}
+	if f.NewCommittedP50Ms <= 0 || f.NewCommittedP50Ms > f.NewP50Ms || f.NewCommittedP99Ms > f.NewP99Ms || f.NewCommittedP50Ms > f.NewCommittedP99Ms {
+		t.Errorf("new key from the add's commit not measured, or beyond the figures from its call: %+v", f)
+	}
 	for k, want := range map[string]float64{"a": 0.25, "b": 0.5, "c": 0.25} {
 		if got := f.Shares[k]; got < want-0.1 || got > want+0.1 {
 			t.Errorf("shares %v, want about 1:2:1", f.Shares)
