@@ -21,11 +21,11 @@ type FairnessResult struct {
 	// the key "new" were added one at a time, Samples of them, each timed
 	// from its add's call to its handler's start, with the pipeline
 	// working the backlog at full speed.
-	Backlog     int     `json:"backlog"`
-	Samples     int     `json:"samples"`
-	NewP50Ms    float64 `json:"new_key_p50_ms"`
-	NewP99Ms    float64 `json:"new_key_p99_ms"`
-	NewMaxMs    float64 `json:"new_key_max_ms"`
+	Backlog  int     `json:"backlog"`
+	Samples  int     `json:"samples"`
+	NewP50Ms float64 `json:"new_key_p50_ms"`
+	NewP99Ms float64 `json:"new_key_p99_ms"`
+	NewMaxMs float64 `json:"new_key_max_ms"`
 	// The same samples from the add's return (its commit durable): the
 	// express accept and the dispatch, without the add's own commit.
 	NewCommittedP50Ms float64 `json:"new_key_from_commit_p50_ms"`
