@@ -138,26 +138,36 @@ func (b *BatchFinisher) Stop(ctx context.Context) error {
 func (b *BatchFinisher) loop() {
 	defer close(b.done)
 	batch := make([]*finishReq, 0, b.max)
+	var carry *finishReq // taken, and left for the next batch by the byte budget
 	for {
-		select {
-		case r := <-b.reqs:
-			batch = append(batch[:0], r)
-		case <-b.stop:
-			// Every outcome taken before Stop is in the channel or on
-			// its way: commit them, one by one, and return.
-			go func() {
-				b.sending.Wait()
-				close(b.reqs)
-			}()
-			for r := range b.reqs {
-				b.commit([]*finishReq{r})
+		if carry != nil {
+			batch, carry = append(batch[:0], carry), nil
+		} else {
+			select {
+			case r := <-b.reqs:
+				batch = append(batch[:0], r)
+			case <-b.stop:
+				// Every outcome taken before Stop is in the channel or on
+				// its way: commit them, one by one, and return.
+				go func() {
+					b.sending.Wait()
+					close(b.reqs)
+				}()
+				for r := range b.reqs {
+					b.commit([]*finishReq{r})
+				}
+				return
 			}
-			return
 		}
+		size := batch[0].size()
 	gather:
 		for len(batch) < b.max {
 			select {
 			case r := <-b.reqs:
+				if size += r.size(); size > maxBatchBytes {
+					carry = r
+					break gather
+				}
 				batch = append(batch, r)
 			default:
 				break gather
@@ -165,6 +175,18 @@ func (b *BatchFinisher) loop() {
 		}
 		b.commit(batch)
 	}
+}
+
+// maxBatchBytes bounds the bytes of job records one batch of outcomes
+// rewrites, well inside FoundationDB's 10 MB transaction limit (and its
+// advice of 1 MB): outcomes with large data or results commit in more
+// transactions.
+const maxBatchBytes = 1 << 20
+
+// size estimates the bytes the outcome's transaction writes: the job's
+// record with its data, result and error, and its index entries.
+func (r *finishReq) size() int {
+	return len(r.lease.Data) + len(r.lease.Progress) + len(r.ending.Result) + len(r.ending.Cause) + 512
 }
 
 // skipError carries the request that failed inside a batch transaction.
@@ -192,6 +214,13 @@ func (b *BatchFinisher) commit(batch []*finishReq) {
 			}
 			return nil
 		})
+		if errors.Is(err, kv.ErrTransactionTooLarge) && len(batch) > 1 {
+			// The estimate fell short: commit each half on its own.
+			half := len(batch) / 2
+			b.commit(batch[:half:half])
+			b.commit(batch[half:])
+			return
+		}
 		var skip *skipError
 		if errors.As(err, &skip) {
 			skip.r.answer(skip.err)

@@ -1,6 +1,7 @@
 package fdbq
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -235,6 +236,8 @@ type acceptResult struct {
 	// again: a job picked could not be taken, and the accept should look
 	// again rather than wait, now that it passes over that job.
 	again bool
+	// took counts the jobs the current acceptFrom took, by zone.
+	took map[zone]int
 }
 
 // Accept takes up to o.Max due jobs of a type, from the zones it chooses
@@ -282,6 +285,13 @@ func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lea
 		}
 		res, err := q.acceptCommit(ctx, typ, o, lock, claimMs, wait, blind)
 		if err != nil {
+			if errors.Is(err, kv.ErrCommitUnknownResult) && ctx.Err() != nil {
+				// The caller gave up while an attempt's outcome was
+				// unknown: if it committed, its jobs are running under a
+				// lock nobody holds. Give them back, so that the accept
+				// took none.
+				q.undoAccept(typ, lock, claimMs)
+			}
 			return nil, err
 		}
 		demoted := 0
@@ -339,6 +349,30 @@ func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lea
 		}
 		blind = nil
 	}
+}
+
+// undoAcceptTimeout bounds undoAccept, which runs after its caller's
+// context ended.
+const undoAcceptTimeout = 10 * time.Second
+
+// undoAccept gives back to pending, the attempt not counted, the jobs an
+// accept under lock took if its claim is there: an attempt whose commit
+// result was unknown committed after all. Its own errors are left: the
+// jobs are then the activity monitor's, as those of a worker that died.
+func (q *Queue) undoAccept(typ, lock string, claimMs int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), undoAcceptTimeout)
+	defer cancel()
+	_ = q.db.Transact(ctx, func(tx kv.Tx) error {
+		claim, err := tx.Get(q.k.claim(claimMs, lock))
+		if err != nil || claim == nil {
+			return err
+		}
+		res, err := q.reclaim(tx, typ, lock, claim)
+		if err != nil || len(res.leases) == 0 {
+			return err
+		}
+		return q.Release(ctx, tx, res.leases)
+	})
 }
 
 // maxZoneRounds bounds the accept transactions one Accept runs back to
@@ -822,9 +856,21 @@ func (q *Queue) acceptFrom(tx kv.Tx, snap kv.ReadTx, typ, lock string, o AcceptO
 	oz := o
 	oz.Max = want
 	first := len(res.leases)
+	clear(res.took)
 	ids, err := q.takePicks(tx, typ, lock, oz, s, token, now, wait, cands, held, res)
 	if err != nil {
 		return nil, err
+	}
+	for z, n := range w.whole {
+		if res.took[z] == n {
+			// Emptied by this accept: its mark goes, as that of a zone
+			// found empty does, so that the zone's next job marks it
+			// again (a new token, a bump of the watch key) and is seen
+			// as newly ready (ReadyZones.Fresh).
+			tx.AddReadConflictRange(q.k.zoneReady(typ, z).Range())
+			tx.Clear(q.k.zoneMark(typ, z))
+			q.zones.forget(typ)
+		}
 	}
 	q.countStarts(tx, typ, res.leases[first:], allow, skipKeys)
 	return ids, nil
@@ -878,6 +924,12 @@ func (q *Queue) takePicks(tx kv.Tx, typ, lock string, o AcceptOptions, s TypeSet
 			}
 			res.leases = append(res.leases, l)
 			picked = append(picked, c)
+			if bytes.Equal(c.entry, c.key) { // an entry of the ready index
+				if res.took == nil {
+					res.took = map[zone]int{}
+				}
+				res.took[c.zone]++
+			}
 			ids = append(ids, c.id)
 		}
 		if skipped == 0 {
@@ -1125,6 +1177,10 @@ type acceptWindowRead struct {
 	// entry; blind those with entries, none of them due or demoted, when
 	// the read gave no candidate.
 	empty, blind []zone
+	// whole are the zones read to their end by their first read, with
+	// the entries that read found: an accept that takes them all empties
+	// the zone.
+	whole map[zone]int
 }
 
 // shardWindow is how many entries of each of a key's n zones an accept
@@ -1324,6 +1380,12 @@ func (q *Queue) readyWindow(snap kv.ReadTx, typ string, z zone, begin []byte, no
 	}
 	if len(kvs) == 0 && begin == nil {
 		w.empty = append(w.empty, z)
+	}
+	if len(kvs) > 0 && begin == nil && len(kvs) < window+known {
+		if w.whole == nil {
+			w.whole = map[zone]int{}
+		}
+		w.whole[z] = len(kvs)
 	}
 	demote := false
 	defer func() {

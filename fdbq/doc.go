@@ -139,10 +139,11 @@
 //	                                      before them): the zone marks, the zones with ready jobs, which
 //	                                      acceptors choose from. An add to the ready index writes the
 //	                                      zone's mark when it is absent (read with a conflict), and bumps
-//	                                      (P, 3); an accept that finds a zone empty clears its mark, with a
-//	                                      read conflict on the zone's range, so that a zone with ready
-//	                                      jobs always has its mark (the simulation checks it at every
-//	                                      run). Two reads of the marks tell by the values which zones were
+//	                                      (P, 3); an accept that finds a zone empty, or takes every entry
+//	                                      of a zone it read to its end, clears its mark, with a read
+//	                                      conflict on the zone's range, so that a zone with ready jobs
+//	                                      always has its mark (the simulation checks it at every run) and
+//	                                      a zone's next job after it was emptied marks it anew. Two reads of the marks tell by the values which zones were
 //	                                      marked between them (ReadyZones.Fresh)
 //	(P, 16, type, key, shard)             int64 LE, atomic add: the running jobs of a fairness key, by
 //	                                      the shard of their zone, read by summing (P, 16, type, key)

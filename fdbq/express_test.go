@@ -154,3 +154,36 @@ func TestAcceptGroupParked(t *testing.T) {
 		t.Fatal("parked after the accept returned")
 	}
 }
+
+// TestAcceptClearsTheMarkOfAZoneItEmpties: an accept that takes every
+// entry of a zone it read whole clears the zone's mark (so the zone's
+// next job marks it anew), and one that leaves an entry, or took a due
+// job of the zone from the scheduled index instead, leaves it.
+func TestAcceptClearsTheMarkOfAZoneItEmpties(t *testing.T) {
+	s := fdbq.DefaultTypeSettings()
+	s.Zones = 1
+	q, clk := openTestQueue(t, nil, s)
+	marked := func(key string) bool {
+		return slices.Contains(readyZones(t, q).Keys(), key)
+	}
+	addJob(t, q, fdbq.NewJob{ID: "a1", Key: "a"})
+	addJob(t, q, fdbq.NewJob{ID: "a2", Key: "a"})
+	if ls := acceptNoWait(t, q, fdbq.AcceptOptions{Max: 1, Window: 1}); len(ls) != 1 || !marked("a") {
+		t.Fatalf("one of two taken: %q, a marked %v", leaseIDsOf(ls), marked("a"))
+	}
+	if ls := acceptNoWait(t, q, fdbq.AcceptOptions{Max: 1}); len(ls) != 1 || marked("a") {
+		t.Fatalf("the last taken: %q, a still marked %v", leaseIDsOf(ls), marked("a"))
+	}
+
+	// A due job in the scheduled index, of higher priority, is taken
+	// instead of the zone's one ready job: the zone keeps its mark.
+	addJob(t, q, fdbq.NewJob{ID: "later", Key: "b", Priority: 9, ScheduledAt: clk.Now().Add(time.Minute)})
+	clk.Advance(2 * time.Minute)
+	addJob(t, q, fdbq.NewJob{ID: "ready", Key: "b"})
+	if ls := acceptNoWait(t, q, fdbq.AcceptOptions{Max: 1}); !slices.Equal(leaseIDsOf(ls), []string{"later"}) || !marked("b") {
+		t.Fatalf("took %q, b marked %v; want later taken and b's ready job's zone marked", leaseIDsOf(ls), marked("b"))
+	}
+	if ls := acceptNoWait(t, q, fdbq.AcceptOptions{Max: 1}); !slices.Equal(leaseIDsOf(ls), []string{"ready"}) {
+		t.Fatalf("took %q, want ready", leaseIDsOf(ls))
+	}
+}

@@ -65,10 +65,12 @@ func (p *Pipeline) express(ctx, jobCtx context.Context, pr *producer.Producer, h
 		rz, err := q.ReadyZones(ctx, pr.Type())
 		if err == nil {
 			backoff = o.MinBackoff
-			if fresh := rz.Fresh(prev); len(fresh) > 0 {
-				p.expressAccept(ctx, jobCtx, pr, hb, fin, fresh)
+			if fresh := rz.Fresh(prev); len(fresh) == 0 || p.expressAccept(ctx, jobCtx, pr, hb, fin, fresh) {
+				prev = rz
 			}
-			prev = rz
+			// Else demand came back meanwhile: the read stays the one to
+			// compare with, so those keys are fresh again next time if
+			// the producer's accept left their jobs.
 			_, turned = p.ledger.state()
 			_, unparked = pr.Parked()
 			_, filled = pr.Backlogged()
@@ -109,16 +111,18 @@ func (p *Pipeline) express(ctx, jobCtx context.Context, pr *producer.Producer, h
 }
 
 // expressAccept accepts the first jobs of the fresh keys, as many as the
-// ledger lends beyond the demand, and sends them down the pipeline.
-func (p *Pipeline) expressAccept(ctx, jobCtx context.Context, pr *producer.Producer, hb *consumer.Heartbeater, fin consumer.Finisher, fresh []string) {
+// ledger lends beyond the demand, and sends them down the pipeline. It
+// reports false when it accepted nothing because the ledger lent nothing
+// (demand came back, or the budget is spent).
+func (p *Pipeline) expressAccept(ctx, jobCtx context.Context, pr *producer.Producer, hb *consumer.Heartbeater, fin consumer.Finisher, fresh []string) bool {
 	k := p.ledger.borrow(p.opts.Express)
 	if k == 0 {
-		return // demand is left, and the producer's accepts use it
+		return false
 	}
 	leases, err := pr.AcceptKeys(ctx, fresh, k)
 	p.ledger.unreserve(k - len(leases))
-	if err != nil {
-		return
+	if err == nil {
+		p.send(jobCtx, pr, hb, fin, leases)
 	}
-	p.send(jobCtx, pr, hb, fin, leases)
+	return true
 }

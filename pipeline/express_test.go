@@ -124,3 +124,30 @@ func TestExpressBudget(t *testing.T) {
 		})
 	}
 }
+
+// TestExpressServesAKeyAgain: a key whose jobs the pipeline took gets its
+// next one in the zone that held them, while the backlog holds the
+// demand: it is served at once like a new key, not passed over because
+// the zone's mark stayed from before (an accept that empties a zone
+// clears its mark). Each of the key's jobs is followed by a job of a new
+// key, which tells that the express loop has read the zones since.
+func TestExpressServesAKeyAgain(t *testing.T) {
+	e := newBacklogEnv(t, 0)
+	for i := range 3 * fdbq.DefaultZones {
+		b, c := fmt.Sprint("b", i), fmt.Sprint("c", i)
+		e.add(t, fdbq.NewJob{ID: b, Key: "b"})
+		e.add(t, fdbq.NewJob{ID: c, Key: c})
+		for recv(t, e.started, "a job of b or c") != c {
+		}
+		// c's start tells that the express loop read the zones after b
+		// was added: b was taken then, by the same accept or before.
+		if st := e.get(t, b).State; st == fdbq.Pending {
+			t.Fatalf("%s of key b, with nothing of b ready before it, is still pending after %s started", b, c)
+		}
+		e.waitFinished(t, b, c)
+		for len(e.started) > 0 {
+			<-e.started
+		}
+	}
+	close(e.release)
+}
