@@ -62,6 +62,9 @@ type Options struct {
 	// Types, when > 1, makes the burn-down a mixed run: Jobs spread over
 	// that many types, each worked by a pipeline of its own.
 	Types int
+	// Express is the pipelines' pipeline.Options.Express: 0 the default,
+	// negative none.
+	Express int
 	// Zones is the zone count of the types the run declares
 	// (fdbq.TypeSettings.Zones); 0: fdbq.DefaultZones.
 	Zones int

@@ -50,7 +50,7 @@ func (b *run) keyedPipeline(typ string, conc int, handled func(key string)) (*pi
 	}
 	return pipeline.From(producer.New(b.q, typ, producer.Options{BatchLimit: 256})).
 		To(c).
-		WithOptions(pipeline.Options{BatchFinish: !b.o.PerJobFinish}).
+		WithOptions(pipeline.Options{BatchFinish: !b.o.PerJobFinish, Express: b.o.Express}).
 		Build()
 }
 
