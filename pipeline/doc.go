@@ -22,6 +22,13 @@
 // for, channels never fill (each is sized for all the demand there is),
 // and with no demand no producer touches the store.
 //
+// Express accepts (Options.Express) are the one exception, and a bounded
+// one: while the consumers hold all the demand they asked for and the
+// producer has a backlog, a job of a fairness key that had nothing ready
+// is accepted at once, beyond the demand by at most Express jobs, which
+// the consumers' next asks pay back; it would otherwise wait behind the
+// backlog's next batch.
+//
 // Dispatchers: demand (the consumer that wants most), broadcast (every
 // consumer, at the pace of the one that wants least) and partition (a hash
 // of a key of the job; per-key order with one-at-a-time consumers).
