@@ -26,6 +26,10 @@ type EnqueueOptions struct {
 	MaxAttempts int
 	// Key is the jobs' fairness key (fdbq.NewJob.Key); empty: none.
 	Key string
+	// Unique makes the job unique by its args (fdbq.Unique), overriding
+	// the kind's Defaults.Unique; the returned job's Added says whether
+	// it was added, or is the duplicate found, or the duplicate replaced.
+	Unique *fdbq.Unique
 }
 
 // Enqueue adds a job of args's kind, with args as its JSON data, in a
@@ -70,7 +74,10 @@ func EnqueueManyTx[T Args](ctx context.Context, tr kv.Transactor, c *Client, arg
 		if err != nil {
 			return nil, fmt.Errorf("jobstage: encode the args of a %s job: %w", kind, err)
 		}
-		jobs[i] = fdbq.NewJob{Type: kind, ID: o.ID, Data: data, ScheduledAt: o.At, Priority: d.Priority, Key: o.Key, MaxAttempts: o.MaxAttempts}
+		jobs[i] = fdbq.NewJob{Type: kind, ID: o.ID, Data: data, ScheduledAt: o.At, Priority: d.Priority, Key: o.Key, MaxAttempts: o.MaxAttempts, Unique: d.Unique}
+		if o.Unique != nil {
+			jobs[i].Unique = o.Unique
+		}
 		if o.Priority != 0 {
 			jobs[i].Priority = o.Priority
 		}

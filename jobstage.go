@@ -94,6 +94,11 @@ type Defaults struct {
 	MaxRunning int
 	Keys       map[string]fdbq.KeyPolicy
 	KeyDefault fdbq.KeyPolicy
+	// Unique makes every job of the kind unique (fdbq.Unique: by its args
+	// or chosen fields of them, in which states, for how long after it
+	// finished, and what an enqueue of a duplicate does), unless
+	// EnqueueOptions.Unique says otherwise; nil: jobs are not unique.
+	Unique *fdbq.Unique
 }
 
 // Config configures Open. With neither Dir nor ClusterFile, the store is

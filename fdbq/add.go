@@ -31,6 +31,13 @@ type NewJob struct {
 	// weights, and a key's policy can bound its running jobs and its
 	// starts (TypeSettings.Keys; see Fairness in the package doc).
 	Key string
+	// Unique, if set, makes the job unique among its type's jobs by its
+	// data or chosen fields of it, and says what Add does when a
+	// duplicate exists (see Unique jobs in the package doc).
+	Unique *Unique
+
+	// digest is what makes the job unique (prepare).
+	digest []byte
 }
 
 func (q *Queue) prepare(j *NewJob) error {
@@ -78,6 +85,17 @@ func (q *Queue) prepare(j *NewJob) error {
 		if err := j.Retry.Validate(); err != nil {
 			return err
 		}
+	}
+	j.digest = nil
+	if j.Unique != nil {
+		if err := j.Unique.validate(); err != nil {
+			return err
+		}
+		d, err := uniqueDigest(j.Data, j.Unique.Fields)
+		if err != nil {
+			return err
+		}
+		j.digest = d
 	}
 	return nil
 }
@@ -137,6 +155,14 @@ func (q *Queue) AddBatch(ctx context.Context, tr kv.Transactor, jobs []NewJob) (
 			if marked[j.Type] == nil {
 				marked[j.Type] = &zoneMarks{}
 			}
+			if j.Unique != nil {
+				job, err := q.addUnique(tx, j, ts, marked[j.Type], now, token, written)
+				if err != nil {
+					return nil, err
+				}
+				out[i] = job
+				continue
+			}
 			job, err := q.add(tx, j, ts, marked[j.Type], now, token, written[k])
 			if err != nil {
 				return nil, err
@@ -164,6 +190,15 @@ func (q *Queue) add(tx kv.Tx, j NewJob, s *TypeSettings, marked *zoneMarks, now 
 		// unknown): the add is done, whatever happened to the job since.
 		return old.job(j.Type, j.ID), nil
 	}
+	unique := j.digest
+	if unique == nil && old != nil {
+		unique = old.Unique
+	}
+	if old != nil && len(old.Unique) > 0 && !bytes.Equal(old.Unique, unique) {
+		if err := q.releaseUnique(tx, j.Type, j.ID, old.Unique); err != nil {
+			return nil, err
+		}
+	}
 	if old == nil || old.State == Finished {
 		rec := &record{
 			State:       Pending,
@@ -176,6 +211,7 @@ func (q *Queue) add(tx kv.Tx, j NewJob, s *TypeSettings, marked *zoneMarks, now 
 			ScheduledAt: sched,
 			Key:         j.Key,
 			Shard:       shardOf(j.ID, s.zonesOf(j.Key)),
+			Unique:      unique,
 			marked:      marked,
 		}
 		if err := q.put(tx, j.Type, j.ID, old, rec); err != nil {
@@ -184,6 +220,7 @@ func (q *Queue) add(tx kv.Tx, j NewJob, s *TypeSettings, marked *zoneMarks, now 
 		return rec.job(j.Type, j.ID), nil
 	}
 	rec := *old
+	rec.Unique = unique
 	switch old.State {
 	case Pending:
 		if j.ScheduledAt.IsZero() {
@@ -198,11 +235,12 @@ func (q *Queue) add(tx kv.Tx, j NewJob, s *TypeSettings, marked *zoneMarks, now 
 			rec.Key, rec.Shard = j.Key, shardOf(j.ID, s.zonesOf(j.Key))
 		}
 		if rec.ScheduledAt == old.ScheduledAt && bytes.Equal(rec.Data, old.Data) && rec.Priority == old.Priority &&
-			rec.MaxAttempts == old.MaxAttempts && samePolicy(rec.Retry, old.Retry) && rec.Key == old.Key {
+			rec.MaxAttempts == old.MaxAttempts && samePolicy(rec.Retry, old.Retry) && rec.Key == old.Key &&
+			bytes.Equal(rec.Unique, old.Unique) {
 			return old.job(j.Type, j.ID), nil // couch_jobs: a resubmit that changes nothing writes nothing
 		}
 	case Running:
-		if old.Resubmit && old.ResubmitAt == sched {
+		if old.Resubmit && old.ResubmitAt == sched && bytes.Equal(rec.Unique, old.Unique) {
 			return old.job(j.Type, j.ID), nil
 		}
 		rec.Resubmit, rec.ResubmitAt = true, sched

@@ -18,11 +18,13 @@ func sampleRecords() []*record {
 			AddedAt: 1_700_000_000_000, ScheduledAt: 1_700_000_000_001, StartedAt: 1_700_000_000_002,
 			HeartbeatAt: 1_700_000_000_003, ExpiresAt: 1_700_000_030_003, Progress: json.RawMessage(`[1,2]`),
 			Resubmit: true, ResubmitAt: -5, Error: "héllo ✓", ActiveVersion: 1<<40 + 7, Snoozes: 300,
-			Retry: &RetryPolicy{MaxAttempts: 3, Backoff: Linear, Base: time.Second, Max: time.Hour},
+			Unique: bytes.Repeat([]byte{0xa5}, 32),
+			Retry:  &RetryPolicy{MaxAttempts: 3, Backoff: Linear, Base: time.Second, Max: time.Hour},
 		},
 		{
 			State: Finished, Outcome: Failed, Result: json.RawMessage(`"x"`), Error: "boom", Priority: math.MaxInt32,
 			LastLock: "l:fail", FinishedAt: math.MaxInt64, StartedAt: math.MinInt64, Attempts: 5,
+			Unique: []byte{0},
 		},
 		{State: Finished, Outcome: Canceled, Retry: &RetryPolicy{}},
 		{State: Finished, Outcome: Succeeded, Data: json.RawMessage(`null`)},
@@ -59,7 +61,7 @@ func TestRecordRoundTrip(t *testing.T) {
 func TestRecordReadsFormat1(t *testing.T) {
 	for i, r := range sampleRecords() {
 		want := *r
-		want.ActiveVersion = 0
+		want.ActiveVersion, want.Unique = 0, nil // format 1 has neither
 		b, err := want.encodeAs(formatBinary1)
 		if err != nil {
 			t.Fatal(err)
@@ -94,6 +96,7 @@ func TestRecordReadsJSON(t *testing.T) {
 		want := *r
 		want.ActiveVersion, want.legacy = 0, got.legacy
 		want.Snoozes = 0 // earlier versions had none
+		want.Unique = nil
 		if !reflect.DeepEqual(got, &want) {
 			t.Fatalf("record %d: from JSON\n got %+v\nwant %+v", i, got, &want)
 		}

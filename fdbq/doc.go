@@ -158,6 +158,10 @@
 //	                                      every half minute; a monitor clears one a minute past its
 //	                                      expiry. Read with a conflict by every transaction that changes
 //	                                      jobs of the type, once a transaction and type
+//	(P, 20, type, digest)                 the id of the job that holds a unique digest (see Unique
+//	                                      jobs): read with a conflict and written by an add with
+//	                                      NewJob.Unique; cleared when that job is removed (by Remove or
+//	                                      retention) or given other unique data
 //
 // Every state change goes through one function that rewrites the record
 // and moves its index entry and counters together, so the indexes never
@@ -487,6 +491,29 @@
 // monitor wakes, not by every change for the one and a half Intervals of
 // the monitor's pause (which made it the busiest key of a type's first
 // 10,000 jobs in the projection, up to 12% of their writes).
+//
+// # Unique jobs
+//
+// A job added with NewJob.Unique is unique among its type's jobs by a
+// digest of its data (or of the fields Unique.Fields names): SHA-256 of
+// the values as canonical JSON, so member order does not matter. The
+// digest is stored in the job's record and keys the unique index
+// (P, 20, type, digest), which names the job that holds it. Add reads
+// that one key, with a read conflict, and the record it names: no range
+// of the queue is read, and concurrent adds of one unique job conflict
+// on the key, so exactly one of them adds it and the others, retried,
+// see it. The job named is a duplicate when its record still has the
+// digest and its state is in Unique.States (default pending, running and
+// succeeded; a finished job only while Unique.Window has not passed since
+// it finished). Then Add returns it (DuplicateReturn), adds it again with
+// the new data under its own id (DuplicateReplace), or fails with a
+// *DuplicateError (DuplicateRefuse), and Job.Added says which happened.
+// Otherwise the new job is added and takes the key. The index names one
+// job per digest, the last added: a job that is not a duplicate (a
+// failed one, or one outside the States of a later add) is no longer
+// named, and a Requeue of it can make two jobs of one digest. A retry
+// that runs the add again after its commit applied finds its own token
+// in the named record and answers what the first run did.
 //
 // # Answers under commit_unknown_result
 //

@@ -57,3 +57,15 @@ func (m *Monitor) Idle(ctx context.Context) (bool, error) { return m.idle(ctx) }
 
 // Holds is how many types the monitor holds interest in.
 func (m *Monitor) Holds() int { return len(m.holds) }
+
+// UniqueEntries returns the unique index of type typ: each entry's job id.
+func (q *Queue) UniqueEntries(ctx context.Context, typ string) ([]string, error) {
+	kvs, err := kv.ReadTransact(ctx, q.db, func(tx kv.ReadTx) ([]kv.KeyValue, error) {
+		return tx.GetRange(q.k.root.Sub(tagUnique, typ).Range(), kv.RangeOptions{})
+	})
+	ids := make([]string, len(kvs))
+	for i, e := range kvs {
+		ids[i] = string(e.Value)
+	}
+	return ids, err
+}

@@ -85,6 +85,10 @@ type Job struct {
 	StartedAt   time.Time // of the current or last attempt
 	HeartbeatAt time.Time
 	FinishedAt  time.Time
+	// Added says, on a job Add returned for a NewJob with Unique, what
+	// the add did: added it, found a duplicate (this job), or replaced
+	// the duplicate (this job). Empty elsewhere.
+	Added Added
 }
 
 // record is a job as stored, in one value under the job key (codec.go
@@ -119,6 +123,9 @@ type record struct {
 	// last renewed the job's activity (Accept, Heartbeat): its activity
 	// entry's key. Records of earlier versions have none (legacy).
 	ActiveVersion int64 `json:"-"`
+	// Unique is the digest of what makes the job unique (NewJob.Unique),
+	// the key of its entry in the unique index; nil: none.
+	Unique []byte `json:"-"`
 
 	// legacy: a running record written before activity entries were keyed
 	// by version; its entry is the deadline-keyed one (tagLegacyActive).

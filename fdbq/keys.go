@@ -44,6 +44,8 @@ const (
 	// tagInterested: each of them.
 	tagInterest   = 18
 	tagInterested = 19
+	// tagUnique: the unique index, a unique job's digest to its id.
+	tagUnique = 20
 )
 
 // zone is where a pending job of a type waits: its fairness key (Job.Key,
@@ -403,6 +405,10 @@ func (k keys) types() tuple.Subspace { return k.root.Sub(tagType) }
 // registry is bumped whenever a type is registered or its settings change,
 // so an idle monitor learns of new types from a watch.
 func (k keys) registry() []byte { return k.root.MustPack(tuple.Tuple{tagRegistry}) }
+
+func (k keys) unique(typ string, digest []byte) []byte {
+	return k.root.MustPack(tuple.Tuple{tagUnique, typ, digest})
+}
 
 func (k keys) claim(ms int64, lock string) []byte {
 	return k.root.MustPack(tuple.Tuple{tagClaim, ms, lock})

@@ -250,6 +250,7 @@ var keyNames = map[int64]string{
 	tagKeyStarts:    "key's rate window",
 	tagInterest:     "type's interest count",
 	tagInterested:   "interest entry",
+	tagUnique:       "unique index",
 }
 
 // keySpace names the key space of a key of the queue, or says it is a

@@ -345,6 +345,9 @@ func (m *zoneMarks) bump(tx kv.Tx, watch []byte) {
 
 // drop deletes a job.
 func (q *Queue) drop(tx kv.Tx, typ, id string, old *record) error {
+	if err := q.releaseUnique(tx, typ, id, old.Unique); err != nil {
+		return err
+	}
 	q.countKeyRunning(tx, typ, old, nil)
 	q.unindex(tx, typ, id, old)
 	tx.Add(q.k.countShard(typ, old.State, id), -1)

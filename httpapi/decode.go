@@ -49,6 +49,43 @@ type newJobBody struct {
 	Priority    int             `json:"priority"`
 	Key         bodyID          `json:"key"`
 	MaxAttempts int             `json:"max_attempts"`
+	Unique      *uniqueBody     `json:"unique"`
+}
+
+type uniqueBody struct {
+	Fields      []string `json:"fields"`
+	States      []string `json:"states"`
+	Window      string   `json:"window"`
+	OnDuplicate string   `json:"on_duplicate"`
+}
+
+// unique reads a job's unique options; where prefixes the field names in
+// a problem.
+func (u *uniqueBody) unique(where string) (*fdbq.Unique, error) {
+	out := &fdbq.Unique{Fields: u.Fields}
+	var err error
+	if out.States, err = fdbq.ParseUniqueStates(u.States); err != nil {
+		return nil, invalid("%sunique.states: %s", where, fdbqDetail(err))
+	}
+	if out.OnDuplicate, err = fdbq.ParseOnDuplicate(u.OnDuplicate); err != nil {
+		return nil, invalid("%sunique.on_duplicate: %s", where, fdbqDetail(err))
+	}
+	if u.Window != "" {
+		d, err := time.ParseDuration(u.Window)
+		if err != nil || d < 0 {
+			return nil, invalid("%sunique.window: %q is not a duration of 0 or more such as \"24h\"", where, u.Window)
+		}
+		out.Window = d
+	}
+	if len(u.Fields) > fdbq.MaxUniqueFields {
+		return nil, invalid("%sunique.fields: %d fields, more than %d", where, len(u.Fields), fdbq.MaxUniqueFields)
+	}
+	for i, f := range u.Fields {
+		if f == "" {
+			return nil, invalid("%sunique.fields[%d]: empty field name", where, i)
+		}
+	}
+	return out, nil
 }
 
 // decodeEnqueue reads an enqueue body: one job object, or an array of them
@@ -110,6 +147,11 @@ func decodeEnqueue(r io.Reader, typ string) (jobs []fdbq.NewJob, batch bool, err
 		}
 		if b.MaxAttempts < 0 {
 			return nil, batch, invalid("%smax_attempts: %d is negative", where, b.MaxAttempts)
+		}
+		if b.Unique != nil {
+			if j.Unique, err = b.Unique.unique(where); err != nil {
+				return nil, batch, err
+			}
 		}
 		jobs[i] = j
 	}

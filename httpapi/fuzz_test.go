@@ -44,6 +44,8 @@ func FuzzDecodeEnqueue(f *testing.F) {
 		`null`, `[null]`, `"x"`, ` `, `{"id":"a"} x`, `{"data":"\ud800"}`, `[[{}]]`,
 		`{"id":"\ud800"}`, `{"id":"\ud83d\ude42"}`, "{\"id\":\"\xff\"}", `{"id":"\ufffd"}`, `{"id":"a\u0001"}`, `[{"id":"\u0085"}]`,
 		`{"key":"tenant-7"}`, `{"key":""}`, `{"key":"a\u0001"}`, `{"key":"\ud800"}`, "{\"key\":\"\xff\"}", `[{"key":"a"},{"key":7}]`,
+		`{"data":{"a":1},"unique":{"fields":["a"],"states":["finished"],"window":"1h","on_duplicate":"refuse"}}`,
+		`{"unique":{}}`, `{"unique":null}`, `{"unique":{"window":"-1s"}}`, `{"unique":{"states":[1]}}`, `{"unique":{"fields":["\ud800"]}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -62,6 +64,9 @@ func FuzzDecodeEnqueue(f *testing.F) {
 			}
 			if j.ID != "" && fdbq.ValidateID(j.ID) != nil {
 				t.Fatalf("body %q decoded to id %q, which fdbq refuses", body, j.ID)
+			}
+			if u := j.Unique; u != nil && (u.Window < 0 || u.OnDuplicate > fdbq.DuplicateRefuse || len(u.Fields) > fdbq.MaxUniqueFields) {
+				t.Fatalf("body %q decoded to unique options %+v, which fdbq refuses", body, u)
 			}
 			if j.Key != "" && fdbq.ValidateKey(j.Key) != nil {
 				t.Fatalf("body %q decoded to key %q, which fdbq refuses", body, j.Key)
@@ -148,7 +153,7 @@ func FuzzServer(f *testing.F) {
 		{"PUT", "/v1/types/fuzzed"},
 	}
 	for i, s := range []string{`{"id":"j","data":{"a":1}}`, `{"max":2}`, `{"lock":"x","progress":1}`, `{"lock":"x","result":{}}`, `{"lock":"x","error":"e"}`, `{"retention":"1h"}`,
-		`[{"priority":-9223372036854775808}]`, `{"id":""}`, `{"data":"` + string(bytes.Repeat([]byte("a"), 100)) + `"}`} {
+		`[{"priority":-9223372036854775808}]`, `{"id":""}`, `[{"data":{"a":1},"unique":{"fields":["a"]}},{"data":{"a":1},"unique":{"on_duplicate":"refuse"}}]`, `{"data":"` + string(bytes.Repeat([]byte("a"), 100)) + `"}`} {
 		f.Add(uint8(i), []byte(s))
 	}
 	f.Fuzz(func(t *testing.T, which uint8, body []byte) {

@@ -415,6 +415,7 @@ func (s *Server) classify(r *http.Request, pattern string, err error) *APIError 
 	var (
 		apiErr *APIError
 		tooBig *http.MaxBytesError
+		dup    *fdbq.DuplicateError
 	)
 	switch {
 	case errors.As(err, &apiErr):
@@ -426,6 +427,13 @@ func (s *Server) classify(r *http.Request, pattern string, err error) *APIError 
 		return &APIError{Status: http.StatusConflict, Code: CodeHalt, Message: err.Error()}
 	case errors.Is(err, fdbq.ErrWrongState):
 		return &APIError{Status: http.StatusConflict, Code: CodeWrongState, Message: fdbqDetail(err)}
+	case errors.As(err, &dup):
+		st := string(dup.State)
+		if dup.Outcome != "" {
+			st += ", " + string(dup.Outcome)
+		}
+		return &APIError{Status: http.StatusConflict, Code: CodeDuplicate, JobID: dup.ID,
+			Message: fmt.Sprintf("job %s of type %s (%s) is a duplicate of this unique job, which refuses duplicates", dup.ID, dup.Type, st)}
 	case errors.Is(err, fdbq.ErrUnknownType):
 		return &APIError{Status: http.StatusNotFound, Code: CodeUnknownType,
 			Message: "unknown job type " + fdbqDetail(err) + "; register it with PUT /v1/types/{type}"}

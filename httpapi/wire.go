@@ -33,6 +33,11 @@ type Job struct {
 	StartedAt   time.Time `json:"started_at,omitzero"`
 	HeartbeatAt time.Time `json:"heartbeat_at,omitzero"`
 	FinishedAt  time.Time `json:"finished_at,omitzero"`
+	// Added, in the answer to an enqueue of a job with unique, says what
+	// the enqueue did: "added", "duplicate" (this job was there, nothing
+	// was written) or "replaced" (this job was there and was added again
+	// with the new data).
+	Added fdbq.Added `json:"added,omitempty"`
 }
 
 // Lease is a job accepted by an external worker, with the lock it must
@@ -58,6 +63,26 @@ type NewJob struct {
 	Key string `json:"key,omitempty"`
 	// MaxAttempts overrides the type's retry policy's; 0 keeps it.
 	MaxAttempts int `json:"max_attempts,omitempty"`
+	// Unique makes the job unique among its type's jobs (fdbq.Unique).
+	Unique *Unique `json:"unique,omitempty"`
+}
+
+// Unique is fdbq.Unique with names for the states and the policy, and
+// the window as a duration string.
+type Unique struct {
+	// Fields are the top-level fields of the data (an object) that make
+	// the job unique; empty: the whole data.
+	Fields []string `json:"fields,omitempty"`
+	// States in which an existing job counts: pending, running,
+	// succeeded, failed, canceled, or finished for the last three;
+	// empty: pending, running, succeeded.
+	States []string `json:"states,omitempty"`
+	// Window is how long a finished job counts after it finished; empty
+	// or "0s": as long as it is kept.
+	Window Duration `json:"window,omitempty"`
+	// OnDuplicate: "return" (the default), "replace" or "refuse" (409
+	// duplicate, naming the job in job_id).
+	OnDuplicate string `json:"on_duplicate,omitempty"`
 }
 
 // Duration is a time.Duration that travels in JSON as a Go duration
@@ -207,6 +232,9 @@ type APIError struct {
 	Status  int    `json:"-"`
 	Code    string `json:"error"`
 	Message string `json:"message"`
+	// JobID names the job the error is about where the message alone
+	// would make a client parse it: the existing job of a duplicate.
+	JobID string `json:"job_id,omitempty"`
 }
 
 func (e *APIError) Error() string {
@@ -267,6 +295,7 @@ const (
 	CodeMethodNotAllowed = "method_not_allowed" // 405
 	CodeHalt             = "halt"               // 409: the worker's lock is gone; stop working the job
 	CodeWrongState       = "wrong_state"        // 409: the operation does not apply to the job's state
+	CodeDuplicate        = "duplicate"          // 409: a unique job that refuses duplicates has one (job_id names it)
 	CodeTooLarge         = "too_large"          // 413: the body, or a job's data, is over the limit
 	CodeNotReady         = "not_ready"          // 503: readyz
 	CodeInternal         = "internal"           // 500
@@ -285,6 +314,7 @@ func toJob(j *fdbq.Job) *Job {
 		Resubmitted: j.Resubmitted,
 		AddedAt:     j.AddedAt, ScheduledAt: j.ScheduledAt, StartedAt: j.StartedAt,
 		HeartbeatAt: j.HeartbeatAt, FinishedAt: j.FinishedAt,
+		Added: j.Added,
 	}
 }
 
