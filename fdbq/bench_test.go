@@ -71,10 +71,20 @@ func report(b *testing.B, db *kv.DB, before benchStats, jobs int) {
 }
 
 // BenchmarkAdd measures adds, one job per transaction and 100 per
-// transaction, from one goroutine; b.N counts jobs.
+// transaction, from one goroutine, plain and unique (every job's data
+// differs, so each is added: the cost is the digest, the unique entry's
+// read and its write); b.N counts jobs.
 func BenchmarkAdd(b *testing.B) {
-	for _, batch := range []int{1, 100} {
-		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+	for _, c := range []struct {
+		batch  int
+		unique bool
+	}{{1, false}, {100, false}, {1, true}, {100, true}} {
+		batch := c.batch
+		name := fmt.Sprintf("batch=%d", batch)
+		if c.unique {
+			name += "/unique"
+		}
+		b.Run(name, func(b *testing.B) {
 			q := benchQueue(b)
 			ctx := context.Background()
 			before := statsOf(q.DB())
@@ -83,6 +93,10 @@ func BenchmarkAdd(b *testing.B) {
 				jobs := make([]fdbq.NewJob, min(batch, b.N-i))
 				for j := range jobs {
 					jobs[j] = fdbq.NewJob{Type: benchType, Data: benchData}
+					if c.unique {
+						jobs[j].Data = json.RawMessage(fmt.Sprintf(`{"n":%d,"to":"someone@example.com"}`, i+j))
+						jobs[j].Unique = &fdbq.Unique{Fields: []string{"n"}}
+					}
 				}
 				if _, err := q.AddBatch(ctx, q.DB(), jobs); err != nil {
 					b.Fatal(err)
