@@ -94,6 +94,9 @@ func (c *cli) printJob(cf *clientFlags, j *httpapi.Job) error {
 		state += " (" + string(j.Outcome) + ")"
 	}
 	row("state", state)
+	if j.Added != "" {
+		row("enqueue", j.Added)
+	}
 	row("attempts", fmt.Sprintf("%d%s", j.Attempts, maxAttempts(j.MaxAttempts)))
 	if j.Priority != 0 {
 		row("priority", j.Priority)
@@ -137,9 +140,14 @@ func (c *cli) enqueue(args []string) error {
 	key := fs.String("key", "", "fairness key: a tenant, customer or group the type's key policies apply to (default: none)")
 	at := fs.String("at", "", "run not before this time: RFC 3339, or a delay such as 10m")
 	attempts := fs.Int("max-attempts", 0, "attempts in all (default: the type's retry policy)")
-	file := fs.String("file", "", "JSON-lines file, one job per line: {\"id\":…,\"data\":…,\"priority\":…,\"key\":…,\"scheduled_at\":…,\"max_attempts\":…} (- reads stdin)")
+	file := fs.String("file", "", "JSON-lines file, one job per line: {\"id\":…,\"data\":…,\"priority\":…,\"key\":…,\"scheduled_at\":…,\"max_attempts\":…,\"unique\":{…}} (- reads stdin)")
 	batch := fs.Int("batch", 500, "jobs per request with --file")
 	wait := fs.Duration("wait", 0, "wait up to this long for the job to finish, then print it")
+	unique := fs.Bool("unique", false, "add the job only if no duplicate of its data exists (the --unique-* flags and --on-duplicate imply it)")
+	uniqueFields := fs.String("unique-fields", "", "comma-separated top-level fields of the data that make the job unique (default: the whole data)")
+	uniqueStates := fs.String("unique-states", "", "comma-separated states in which an existing job is a duplicate: pending, running, succeeded, failed, canceled, finished (default: pending,running,succeeded)")
+	uniqueWindow := fs.Duration("unique-window", 0, "how long a finished job counts as a duplicate after it finished (default: as long as it is kept)")
+	onDuplicate := fs.String("on-duplicate", "", "what a duplicate does: return (the default: print the job that is there), replace, or refuse (exit 1)")
 	pos, err := parse(fs, args, 1, 2)
 	if err != nil {
 		return err
@@ -170,6 +178,13 @@ func (c *cli) enqueue(args []string) error {
 		data = raw
 	}
 	nj := httpapi.NewJob{ID: *id, Data: data, Priority: *priority, Key: *key, MaxAttempts: *attempts}
+	if *unique || *uniqueFields != "" || *uniqueStates != "" || *uniqueWindow != 0 || *onDuplicate != "" {
+		if *uniqueWindow < 0 {
+			return usagef("--unique-window must not be negative")
+		}
+		nj.Unique = &httpapi.Unique{Fields: splitList(*uniqueFields), States: splitList(*uniqueStates),
+			Window: httpapi.Duration(*uniqueWindow), OnDuplicate: *onDuplicate}
+	}
 	if *at != "" {
 		t, err := parseAt(*at)
 		if err != nil {
@@ -191,6 +206,19 @@ func (c *cli) enqueue(args []string) error {
 		return err
 	}
 	return succeeded(j, *wait)
+}
+
+// splitList splits a comma-separated flag value, dropping spaces around
+// its items; "" is none.
+func splitList(s string) []string {
+	if strings.TrimSpace(s) == "" {
+		return nil
+	}
+	parts := strings.Split(s, ",")
+	for i, p := range parts {
+		parts[i] = strings.TrimSpace(p)
+	}
+	return parts
 }
 
 // succeeded is nil when j finished successfully and otherwise says how it

@@ -268,6 +268,27 @@ func TestQuickstart(t *testing.T) {
 	if _, errOut, code := jobstage(t, "", "enqueue", "echo", `{}`, "--key", "a\tb", "--server", s.url); code != 1 || !strings.Contains(errOut, "fairness key") {
 		t.Fatalf("enqueue with a bad --key: exit %d: %s", code, errOut)
 	}
+
+	// Unique jobs: the second enqueue of one customer's month prints the
+	// job that is there; with --on-duplicate refuse it exits 1 naming it.
+	out, errOut, code = jobstage(t, "", "enqueue", "echo", `{"customer":"acme","month":"2026-11"}`, "--id", "bill-1",
+		"--unique-fields", "customer, month", "--unique-states", "pending,running,finished", "--server", s.url)
+	if code != 0 || !regexp.MustCompile(`(?m)^enqueue:\s+added$`).MatchString(out) {
+		t.Fatalf("enqueue --unique-fields: exit %d: %s%s", code, out, errOut)
+	}
+	out, errOut, code = jobstage(t, "", "enqueue", "echo", `{"month":"2026-11","customer":"acme","note":"again"}`,
+		"--unique-fields", "customer,month", "--unique-states", "pending,running,finished", "--json", "--server", s.url)
+	if err := json.Unmarshal([]byte(out), &j); code != 0 || err != nil || j.ID != "bill-1" || j.Added != fdbq.AddedDuplicate {
+		t.Fatalf("enqueue a duplicate: exit %d: %s%s", code, out, errOut)
+	}
+	_, errOut, code = jobstage(t, "", "enqueue", "echo", `{"customer":"acme","month":"2026-11"}`,
+		"--unique-fields", "customer,month", "--unique-states", "pending,running,finished", "--on-duplicate", "refuse", "--server", s.url)
+	if code != 1 || !strings.Contains(errOut, "bill-1") || !strings.Contains(errOut, "duplicate") {
+		t.Fatalf("enqueue --on-duplicate refuse: exit %d: %s", code, errOut)
+	}
+	if _, errOut, code := jobstage(t, "", "enqueue", "echo", `{}`, "--unique-states", "done", "--server", s.url); code != 1 || !strings.Contains(errOut, "unique.states") {
+		t.Fatalf("enqueue with a bad --unique-states: exit %d: %s", code, errOut)
+	}
 	s.stop()
 }
 
