@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jobstage/jobstage/kv"
 	"github.com/jobstage/jobstage/kv/tuple"
@@ -23,7 +24,9 @@ type Unique struct {
 	// counts as absent, which differs from null. Empty: the whole data.
 	// Either way values compare as JSON: objects whatever the order of
 	// their members, strings and numbers as written ("1" and "1.0"
-	// differ).
+	// differ), a member given twice by its last value. Data with a
+	// string that is not valid Unicode (bytes that are not UTF-8, half
+	// a surrogate pair) is refused: it would compare equal to others.
 	Fields []string
 	// States are the states in which an existing job counts as a
 	// duplicate; zero means UniqueDefault.
@@ -229,6 +232,11 @@ func (u *Unique) counts(old *record, now int64) bool {
 // and their values as canonical JSON (encoding/json's, object members
 // sorted), so that equal data of any member order meets the same entry.
 func uniqueDigest(data json.RawMessage, fields []string) ([]byte, error) {
+	if !comparableText(data) {
+		// encoding/json reads both as U+FFFD: distinct data would
+		// share a digest.
+		return nil, errorf(ErrInvalidJob, "the data of a unique job holds a string that is not valid Unicode (bytes that are not UTF-8, or a \\u escape of a surrogate without its pair), which cannot be compared")
+	}
 	var v any
 	if len(data) > 0 {
 		d := json.NewDecoder(bytes.NewReader(data))
@@ -273,6 +281,69 @@ func uniqueDigest(data json.RawMessage, fields []string) ([]byte, error) {
 	return sum[:], nil
 }
 
+// comparableText says whether every string of the JSON text b is valid
+// Unicode: b is UTF-8, and each \u escape of a surrogate is half of a
+// pair. b is valid JSON.
+func comparableText(b []byte) bool {
+	if !utf8.Valid(b) {
+		return false
+	}
+	inString := false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case c == '"':
+			inString = !inString
+		case c == '\\' && inString && i+1 < len(b):
+			if b[i+1] != 'u' {
+				i++ // an escape of one character
+				continue
+			}
+			r, ok := hex4(b, i+2)
+			if !ok {
+				return false
+			}
+			i += 5
+			switch {
+			case r >= 0xdc00 && r <= 0xdfff:
+				return false // a low surrogate first
+			case r >= 0xd800 && r <= 0xdbff:
+				if i+6 >= len(b) || b[i+1] != '\\' || b[i+2] != 'u' {
+					return false
+				}
+				lo, ok := hex4(b, i+3)
+				if !ok || lo < 0xdc00 || lo > 0xdfff {
+					return false
+				}
+				i += 6
+			}
+		}
+	}
+	return true
+}
+
+// hex4 reads four hex digits of b at i.
+func hex4(b []byte, i int) (rune, bool) {
+	if i+4 > len(b) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		r <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			r |= rune(c-'a') + 10
+		case c >= 'A' && c <= 'F':
+			r |= rune(c-'A') + 10
+		default:
+			return 0, false
+		}
+	}
+	return r, true
+}
+
 // addUnique adds the job j, which has Unique, unless a duplicate exists
 // (j.digest's entry in the unique index names a job whose record has the
 // same digest, in a state that counts): then it does what
@@ -296,8 +367,10 @@ func (q *Queue) addUnique(tx kv.Tx, j NewJob, s *TypeSettings, marked *zoneMarks
 			mine := old.LastAdd == token && !written[k]
 			switch {
 			case mine && id == j.ID:
+				written[k] = true
 				return addedAs(old.job(j.Type, id), AddedNew), nil
 			case mine:
+				written[k] = true
 				return addedAs(old.job(j.Type, id), AddedReplaced), nil
 			case !j.Unique.counts(old, now):
 				// Not a duplicate: the new job takes the entry.

@@ -351,6 +351,44 @@ func TestUniqueAddRunTwice(t *testing.T) {
 	checkUniqueEntries(t, q, a.ID)
 }
 
+// TestUniqueBatchRunTwice: a batch with a job and its duplicate, run
+// again after its commit applied, answers added and duplicate again.
+func TestUniqueBatchRunTwice(t *testing.T) {
+	q, _ := newQueue(t)
+	a, b := uniqueJob(`1`, fdbq.Unique{}), uniqueJob(`1`, fdbq.Unique{})
+	a.ID, b.ID = "a1", "a2"
+	got, err := q.AddBatch(context.Background(), rerun{q.DB()}, []fdbq.NewJob{a, b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0].Added != fdbq.AddedNew || got[1].Added != fdbq.AddedDuplicate || got[1].ID != "a1" {
+		t.Fatalf("answers %q %s, %q %s; want added a1, duplicate a1", got[0].Added, got[0].ID, got[1].Added, got[1].ID)
+	}
+}
+
+// TestUniqueRefusesTextItCannotCompare: strings that encoding/json reads
+// as U+FFFD (lone surrogates, bytes that are not UTF-8) would give
+// distinct data one digest, so a unique job refuses them; a surrogate
+// pair, other escapes and plain jobs are fine.
+func TestUniqueRefusesTextItCannotCompare(t *testing.T) {
+	q, _ := newQueue(t)
+	ctx := context.Background()
+	for _, data := range []string{`"\ud800"`, `"\udfff"`, "\"\xff\"", `{"a":["x\ud83dy"]}`, `"\ud83d\u0041"`} {
+		if _, err := q.Add(ctx, q.DB(), uniqueJob(data, fdbq.Unique{})); !errors.Is(err, fdbq.ErrInvalidJob) {
+			t.Fatalf("unique data %q: %v, want ErrInvalidJob", data, err)
+		}
+	}
+	for _, data := range []string{`"\ud83d\ude42"`, `"\\ud800"`, `"é\u00e9\n\""`, `{"\ud83d\ude42":1}`} {
+		if got := mustAdd(t, q, uniqueJob(data, fdbq.Unique{})); got.Added != fdbq.AddedNew {
+			t.Fatalf("unique data %s: %q", data, got.Added)
+		}
+	}
+	if got := mustAdd(t, q, uniqueJob(`"\u00e9\u00e9\n\""`, fdbq.Unique{})); got.Added != fdbq.AddedDuplicate {
+		t.Fatalf("the same text escaped otherwise: %q", got.Added)
+	}
+	mustAdd(t, q, fdbq.NewJob{Type: "email", Data: json.RawMessage(`"\ud800"`)})
+}
+
 // TestUniqueConcurrentAdders: 32 goroutines add one unique job at once,
 // on a durable store and through the fault-injecting store (conflicts,
 // too-old, commit_unknown_result applied or not): exactly one job
