@@ -9,8 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
+	"github.com/jobstage/jobstage/internal/jsontext"
 	"github.com/jobstage/jobstage/kv"
 	"github.com/jobstage/jobstage/kv/tuple"
 )
@@ -281,68 +281,11 @@ func uniqueDigest(data json.RawMessage, fields []string) ([]byte, error) {
 	return sum[:], nil
 }
 
-// comparableText says whether every string of the JSON text b is valid
-// Unicode: b is UTF-8, and each \u escape of a surrogate is half of a
-// pair. b is valid JSON.
-func comparableText(b []byte) bool {
-	if !utf8.Valid(b) {
-		return false
-	}
-	inString := false
-	for i := 0; i < len(b); i++ {
-		c := b[i]
-		switch {
-		case c == '"':
-			inString = !inString
-		case c == '\\' && inString && i+1 < len(b):
-			if b[i+1] != 'u' {
-				i++ // an escape of one character
-				continue
-			}
-			r, ok := hex4(b, i+2)
-			if !ok {
-				return false
-			}
-			i += 5
-			switch {
-			case r >= 0xdc00 && r <= 0xdfff:
-				return false // a low surrogate first
-			case r >= 0xd800 && r <= 0xdbff:
-				if i+6 >= len(b) || b[i+1] != '\\' || b[i+2] != 'u' {
-					return false
-				}
-				lo, ok := hex4(b, i+3)
-				if !ok || lo < 0xdc00 || lo > 0xdfff {
-					return false
-				}
-				i += 6
-			}
-		}
-	}
-	return true
-}
-
-// hex4 reads four hex digits of b at i.
-func hex4(b []byte, i int) (rune, bool) {
-	if i+4 > len(b) {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[i : i+4] {
-		r <<= 4
-		switch {
-		case c >= '0' && c <= '9':
-			r |= rune(c - '0')
-		case c >= 'a' && c <= 'f':
-			r |= rune(c-'a') + 10
-		case c >= 'A' && c <= 'F':
-			r |= rune(c-'A') + 10
-		default:
-			return 0, false
-		}
-	}
-	return r, true
-}
+// comparableText says whether every string of the JSON text b decodes
+// to what it says (jsontext.Problem): encoding/json reads bytes that are
+// not UTF-8 and half a surrogate pair as U+FFFD, so distinct data would
+// share a digest.
+func comparableText(b []byte) bool { return jsontext.Problem(b) == "" }
 
 // addUnique adds the job j, which has Unique, unless a duplicate exists
 // (j.digest's entry in the unique index names a job whose record has the

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -406,7 +408,16 @@ func TestUniqueConcurrentAdders(t *testing.T) {
 	}
 	var injected int64
 	for round := range rounds {
+		// The seed draws the faults (JOBSTAGE_SEED replays them; the
+		// goroutines' interleaving is the scheduler's).
 		seed := time.Now().UnixNano()
+		if s := os.Getenv("JOBSTAGE_SEED"); s != "" {
+			n, err := strconv.ParseInt(s, 0, 64)
+			if err != nil {
+				t.Fatalf("JOBSTAGE_SEED=%q: %v", s, err)
+			}
+			seed = n
+		}
 		db, faults := base, (*kvtest.FaultyBackend)(nil)
 		if round%2 == 1 {
 			db, faults = kvtest.NewFaultyDB(base, kvtest.DefaultFaultOptions(seed))

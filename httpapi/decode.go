@@ -11,10 +11,9 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf16"
-	"unicode/utf8"
 
 	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/internal/jsontext"
 )
 
 // Limits of the worker and wait calls.
@@ -173,63 +172,9 @@ func (b *bodyID) UnmarshalJSON(data []byte) error {
 		return err
 	}
 	if len(data) > 0 && data[0] == '"' {
-		b.problem = stringProblem(data[1 : len(data)-1])
+		b.problem = jsontext.StringProblem(data[1 : len(data)-1])
 	}
 	return nil
-}
-
-// stringProblem says what in the inside of a JSON string, s, encoding/json
-// would decode as U+FFFD although s does not say U+FFFD, and at which byte
-// of the decoded string; "" when nothing would. s is valid JSON: the
-// decoder has read it.
-func stringProblem(s []byte) string {
-	at := 0 // the byte of the decoded string that s[i] makes
-	for i := 0; i < len(s); {
-		switch {
-		case s[i] == '\\' && s[i+1] == 'u':
-			r := hex4(s[i+2 : i+6])
-			i += 6
-			if utf16.IsSurrogate(r) {
-				if r < 0xdc00 && i+6 <= len(s) && s[i] == '\\' && s[i+1] == 'u' {
-					if pair := utf16.DecodeRune(r, hex4(s[i+2:i+6])); pair != utf8.RuneError {
-						i += 6
-						at += utf8.RuneLen(pair)
-						continue
-					}
-				}
-				return fmt.Sprintf("has \\u%04x at byte %d, a surrogate without its pair, which is not Unicode", r, at)
-			}
-			at += utf8.RuneLen(r)
-		case s[i] == '\\':
-			i += 2
-			at++
-		default:
-			r, n := utf8.DecodeRune(s[i:])
-			if r == utf8.RuneError && n == 1 {
-				return fmt.Sprintf("is not valid UTF-8 at byte %d", at)
-			}
-			i += n
-			at += n
-		}
-	}
-	return ""
-}
-
-// hex4 is the value of four hex digits.
-func hex4(h []byte) rune {
-	var r rune
-	for _, c := range h {
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c -= 'a' - 10
-		default:
-			c -= 'A' - 10
-		}
-		r = r<<4 | rune(c)
-	}
-	return r
 }
 
 // acceptBody is the body of an accept.
