@@ -69,3 +69,14 @@ func (q *Queue) UniqueEntries(ctx context.Context, typ string) ([]string, error)
 	}
 	return ids, err
 }
+
+// PutScheduleRecord overwrites schedule name's stored record with b, as
+// a store damaged by something else would hold it.
+func PutScheduleRecord(t interface{ Fatal(...any) }, q *Queue, name string, b []byte) {
+	if err := q.db.Transact(context.Background(), func(tx kv.Tx) error {
+		tx.Set(q.k.schedule(name), b)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -46,6 +46,10 @@ const (
 	tagInterested = 19
 	// tagUnique: the unique index, a unique job's digest to its id.
 	tagUnique = 20
+	// tagSchedules: the schedules of periodic jobs, by name;
+	// tagSchedulesChange: the key their changes bump.
+	tagSchedules       = 21
+	tagSchedulesChange = 22
 )
 
 // zone is where a pending job of a type waits: its fairness key (Job.Key,
