@@ -118,6 +118,12 @@ type Config struct {
 	NoRecovery bool
 	// Monitor configures the activity monitor.
 	Monitor fdbq.MonitorOptions
+	// NoScheduler leaves out the scheduler of periodic jobs: the
+	// schedules registered with Periodic are declared at Start, and tick
+	// only where a scheduler runs (another client, `jobstage serve`).
+	NoScheduler bool
+	// Scheduler configures the scheduler of periodic jobs.
+	Scheduler fdbq.SchedulerOptions
 	// DrainTimeout bounds how long Stop waits for running handlers before
 	// it interrupts them (their jobs go back to pending); default 30s.
 	DrainTimeout time.Duration
@@ -133,6 +139,10 @@ type Client struct {
 	db      *kv.DB
 	q       *fdbq.Queue
 	monitor *fdbq.Monitor
+	// scheduler runs the ticks of periodic jobs (nil: Config.NoScheduler).
+	scheduler *fdbq.Scheduler
+	// schedules are those registered with Periodic.
+	schedules []clientSchedule
 	// unadopt ends the monitor's adoption by the pipelines of the queue
 	// (pipeline.AdoptMonitor): one a program builds on Client.Queue joins it.
 	unadopt func()
@@ -206,6 +216,22 @@ func (c *Client) Start(ctx context.Context) error {
 		}
 		c.known[w.kind] = true
 	}
+	for _, s := range c.schedules {
+		if !c.known[s.kind] {
+			// A kind only scheduled here is registered with its defaults,
+			// as its first Enqueue would; one that exists keeps its settings.
+			if _, err := c.q.GetType(ctx, c.db, s.kind); errors.Is(err, fdbq.ErrUnknownType) {
+				if err := c.q.DeclareType(ctx, c.db, s.kind, s.settings); err != nil {
+					return fmt.Errorf("jobstage: register kind %s: %w", s.kind, err)
+				}
+			} else if err != nil {
+				return fmt.Errorf("jobstage: kind %s: %w", s.kind, err)
+			}
+		}
+		if err := c.q.DeclareSchedule(ctx, c.db, s.s); err != nil {
+			return fmt.Errorf("jobstage: declare schedule %s: %w", s.s.Name, err)
+		}
+	}
 	// Pipelines and monitors run once: each Start makes its own, so one
 	// that failed can be tried again.
 	for _, w := range c.workers {
@@ -223,6 +249,21 @@ func (c *Client) Start(ctx context.Context) error {
 		}
 		c.monitor, c.unadopt = m, pipeline.AdoptMonitor(c.q, m)
 	}
+	c.scheduler = nil
+	if !c.cfg.NoScheduler {
+		o := c.cfg.Scheduler
+		if o.Logger == nil {
+			o.Logger = c.cfg.Logger
+		}
+		c.scheduler = fdbq.NewScheduler(c.q, o)
+		if err := c.scheduler.Start(ctx); err != nil {
+			if c.monitor != nil {
+				c.unadopt()
+				_ = c.monitor.Stop(context.WithoutCancel(ctx))
+			}
+			return fmt.Errorf("jobstage: start the scheduler: %w", err)
+		}
+	}
 	started := []*pipeline.Pipeline{}
 	for _, w := range c.workers {
 		if err := w.p.Start(ctx); err != nil {
@@ -239,6 +280,9 @@ func (c *Client) Start(ctx context.Context) error {
 			if c.monitor != nil {
 				c.unadopt()
 				_ = c.monitor.Stop(stopCtx)
+			}
+			if c.scheduler != nil {
+				_ = c.scheduler.Stop(stopCtx)
 			}
 			return fmt.Errorf("jobstage: start the pipeline of %s: %w", w.kind, err)
 		}
@@ -275,6 +319,11 @@ func (c *Client) Stop(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	if c.scheduler != nil {
+		if err := c.scheduler.Stop(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if c.monitor != nil {
 		c.unadopt()
 		if err := c.monitor.Stop(ctx); err != nil {

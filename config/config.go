@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -20,6 +21,7 @@ type Config struct {
 	Store     Store               `yaml:"store"`
 	Types     map[string]Type     `yaml:"types"`     // key: job type name
 	Pipelines map[string]Pipeline `yaml:"pipelines"` // key: pipeline name
+	Schedules map[string]Schedule `yaml:"schedules"` // key: schedule name
 	HTTP      HTTP                `yaml:"http"`
 	Metrics   Metrics             `yaml:"metrics"`
 	Logging   Logging             `yaml:"logging"`
@@ -118,6 +120,39 @@ func keyPolicies(m map[string]KeyPolicy) map[string]fdbq.KeyPolicy {
 		out[k] = p.Policy()
 	}
 	return out
+}
+
+// Schedule is a periodic job: a job of Type added at each tick of Cron
+// (in Timezone) or of Every (fdbq.Schedule).
+type Schedule struct {
+	Type     string        `yaml:"type"`
+	Cron     string        `yaml:"cron"`
+	Timezone string        `yaml:"timezone"`
+	Every    time.Duration `yaml:"every"`
+	// Data is the job's data, JSON text.
+	Data        string        `yaml:"data"`
+	Priority    int           `yaml:"priority"`
+	Key         string        `yaml:"key"`
+	MaxAttempts int           `yaml:"max_attempts"`
+	Missed      string        `yaml:"missed"`
+	MissedLimit int           `yaml:"missed_limit"`
+	Grace       time.Duration `yaml:"grace"`
+}
+
+// Schedule returns s, named name, as the jobs layer's schedule, or what is
+// wrong with its missed-tick policy.
+func (s Schedule) Schedule(name string) (fdbq.Schedule, error) {
+	m, err := fdbq.ParseMissed(s.Missed)
+	if err != nil {
+		return fdbq.Schedule{}, err
+	}
+	var data json.RawMessage
+	if s.Data != "" {
+		data = json.RawMessage(s.Data)
+	}
+	return fdbq.Schedule{Name: name, Cron: s.Cron, Timezone: s.Timezone, Every: s.Every,
+		Job:    fdbq.NewJob{Type: s.Type, Data: data, Priority: s.Priority, Key: s.Key, MaxAttempts: s.MaxAttempts},
+		Missed: m, MissedLimit: s.MissedLimit, Grace: s.Grace}, nil
 }
 
 // Retry is a type's retry policy.

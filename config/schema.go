@@ -164,6 +164,23 @@ var schema = object("", "",
 			leaf("go", "The name of a Go handler registered by the application that embeds jobstage (`server.Options.Handlers`); `jobstage serve` itself registers none."),
 		),
 	),
+	object("schedules", "Periodic jobs, by schedule name: at each tick a job of `type` is added, with the id `NAME@TIME` (the tick's instant in UTC), in the transaction that records the tick, so each tick has one job however many servers run. A name follows the rules of type names, at most "+num(fdbq.MaxScheduleNameSize)+" bytes. Schedules are kept in the store: one removed from this file keeps running until `jobstage schedules delete NAME`.",
+		leaf("type", "The job type each tick adds; it must be declared under `types`. Required."),
+		leaf("cron", "A cron expression on the wall clock of `timezone`: five fields (minute hour day-of-month month day-of-week), six with seconds first, or `@yearly`, `@monthly`, `@weekly`, `@daily`, `@hourly`. Each matching wall time ticks once: a time repeated when clocks go back ticks at its first occurrence, times skipped when clocks go forward tick once at the jump. Exactly one of `cron` and `every`."),
+		leaf("timezone", "IANA time zone of `cron` (`Europe/Paris`); empty: UTC."),
+		leaf("every", "A fixed interval instead of `cron`: ticks at the multiples of it since the Unix epoch, at least 1s.").
+			byDefault("0s"),
+		leaf("data", "The job's data: JSON text (`data: '{\"report\": \"daily\"}'`); empty: null."),
+		leaf("priority", "The job's priority: higher runs first among due jobs.").byDefault("0"),
+		leaf("key", "The job's fairness key; empty: none."),
+		leaf("max_attempts", "Overrides the type's `retry.max_attempts` for the job; 0: the type's.").byDefault("0").atLeast(0),
+		leaf("missed", "What is done with ticks missed while no server ran (handled more than `grace` late): `once` (one job for the latest), `skip` (none) or `each` (one for each, the latest `missed_limit`).").
+			byDefault("once").oneOf("once", "skip", "each"),
+		leaf("missed_limit", "Bound on the missed ticks `each` adds; 0: "+num(fdbq.DefaultMissedLimit)+". At most "+num(fdbq.MaxMissedLimit)+".").
+			byDefault("0").atLeast(0),
+		leaf("grace", "How late a tick may be handled and still count as on time; 0: "+dur(fdbq.DefaultGrace)+". At most 24h.").
+			byDefault("0s"),
+	),
 	object("http", "The HTTP API (clients, external workers, health and metrics).",
 		leaf("listen", "Address to listen on, host:port. Without tokens only a loopback address is allowed.").
 			byDefault(DefaultListen),

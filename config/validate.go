@@ -2,6 +2,7 @@ package config
 
 import (
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -35,6 +36,9 @@ func (d *decoder) validate(c *Config) {
 		p := c.Pipelines[name]
 		d.validatePipeline(c, name, &p)
 		c.Pipelines[name] = p
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Schedules)) {
+		d.validateSchedule(c, name, c.Schedules[name])
 	}
 	d.validateHTTP(&c.HTTP)
 	d.validateExecSecrets(c)
@@ -197,6 +201,85 @@ func fdbqMessage(err error) string {
 		return fe.Detail
 	}
 	return err.Error()
+}
+
+// validateSchedule checks a schedule with fdbq's rules, each problem at
+// its key.
+func (d *decoder) validateSchedule(c *Config, name string, s Schedule) {
+	at := func(msg string, key ...string) { d.at(msg, append([]string{"schedules", name}, key...)...) }
+	if err := fdbq.ValidateScheduleName(name); err != nil {
+		at(fdbqMessage(err))
+	}
+	switch {
+	case s.Type == "":
+		at("missing; the job type each tick adds", "type")
+	case d.fine("schedules", name, "type"):
+		if _, ok := c.Types[s.Type]; !ok {
+			at(fmt.Sprintf("type %q is not declared under types%s", s.Type, suggest(s.Type, slices.Sorted(maps.Keys(c.Types)))), "type")
+		}
+	}
+	switch {
+	case s.Cron == "" && s.Every == 0:
+		at("a schedule needs cron or every")
+		return
+	case s.Cron != "" && s.Every != 0:
+		at("give cron or every, not both", "every")
+		return
+	}
+	if s.Data != "" && !json.Valid([]byte(s.Data)) {
+		at("not valid JSON text", "data")
+	}
+	def, err := s.Schedule("x")
+	if err != nil {
+		return // missed: its enum was checked
+	}
+	// Each key on its own, against a schedule that is fine otherwise, so
+	// a problem is reported where it is.
+	base := fdbq.Schedule{Name: "x", Every: time.Minute, Job: fdbq.NewJob{Type: "x"}}
+	check := func(f fdbq.Schedule, key string) {
+		if !d.fine("schedules", name, key) {
+			return
+		}
+		if err := fdbq.ValidateSchedule(f); err != nil {
+			msg := fdbqMessage(err)
+			msg = strings.TrimPrefix(msg, "schedule x: ")
+			at(msg, key)
+		}
+	}
+	f := base
+	if def.Cron != "" {
+		f.Every, f.Cron, f.Timezone = 0, def.Cron, ""
+		check(f, "cron")
+		if def.Timezone != "" && d.fine("schedules", name, "cron") {
+			f.Timezone = def.Timezone
+			check(f, "timezone")
+		}
+	} else {
+		if def.Timezone != "" {
+			at("applies to cron, not to every", "timezone")
+		}
+		f.Every = def.Every
+		check(f, "every")
+	}
+	if def.Job.Key != "" {
+		f = base
+		f.Job.Key = def.Job.Key
+		check(f, "key")
+	}
+	f = base
+	f.Job.MaxAttempts = def.Job.MaxAttempts
+	check(f, "max_attempts")
+	f = base
+	f.MissedLimit = def.MissedLimit
+	check(f, "missed_limit")
+	f = base
+	f.Grace = def.Grace
+	check(f, "grace")
+	if s.Data != "" && json.Valid([]byte(s.Data)) {
+		f = base
+		f.Job.Data = json.RawMessage(s.Data)
+		check(f, "data")
+	}
 }
 
 func (d *decoder) validatePipeline(c *Config, name string, p *Pipeline) {

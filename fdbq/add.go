@@ -40,7 +40,7 @@ type NewJob struct {
 	digest []byte
 }
 
-func (q *Queue) prepare(j *NewJob) error {
+func prepareJob(j *NewJob) error {
 	if err := checkName("type name", j.Type); err != nil {
 		return err
 	}
@@ -122,7 +122,7 @@ func (q *Queue) Add(ctx context.Context, tr kv.Transactor, j NewJob) (*Job, erro
 func (q *Queue) AddBatch(ctx context.Context, tr kv.Transactor, jobs []NewJob) ([]*Job, error) {
 	prepared := make([]NewJob, len(jobs))
 	for i, j := range jobs {
-		if err := q.prepare(&j); err != nil {
+		if err := prepareJob(&j); err != nil {
 			return nil, err
 		}
 		prepared[i] = j

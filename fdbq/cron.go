@@ -164,4 +164,3 @@ func floorDiv(a, b int64) int64 {
 	}
 	return q
 }
-

@@ -138,12 +138,19 @@ func ValidateScheduleName(name string) error {
 // prepared is a checked schedule with its timing.
 type preparedSchedule struct {
 	Schedule
-	timing   timing
-	perTx    int // jobs a tick transaction adds at most
-	stateKey []byte
+	timing timing
+	perTx  int // jobs a tick transaction adds at most
 }
 
-func (q *Queue) prepareSchedule(s Schedule) (*preparedSchedule, error) {
+// ValidateSchedule reports what is wrong with a schedule, as an
+// ErrInvalidSchedule that says what; nil when nothing is. The type of its
+// job need not be registered.
+func ValidateSchedule(s Schedule) error {
+	_, err := prepareSchedule(s)
+	return err
+}
+
+func prepareSchedule(s Schedule) (*preparedSchedule, error) {
 	if err := ValidateScheduleName(s.Name); err != nil {
 		return nil, err
 	}
@@ -156,7 +163,7 @@ func (q *Queue) prepareSchedule(s Schedule) (*preparedSchedule, error) {
 	}
 	j := s.Job
 	j.ID = "x"
-	if err := q.prepare(&j); err != nil {
+	if err := prepareJob(&j); err != nil {
 		return nil, withSchedule(s.Name, err)
 	}
 	s.Job.Data = j.Data
@@ -175,7 +182,7 @@ func (q *Queue) prepareSchedule(s Schedule) (*preparedSchedule, error) {
 		s.MissedLimit = DefaultMissedLimit
 	}
 	perTx := min(maxTickJobs, max(1, maxTickBytes/(len(s.Job.Data)+1024)))
-	return &preparedSchedule{Schedule: s, timing: t, perTx: perTx, stateKey: q.k.schedule(s.Name)}, nil
+	return &preparedSchedule{Schedule: s, timing: t, perTx: perTx}, nil
 }
 
 func withSchedule(name string, err error) error {
@@ -233,7 +240,7 @@ func storeSchedule(s *preparedSchedule) storedSchedule {
 
 func (d storedSchedule) schedule(name string) Schedule {
 	return Schedule{Name: name, Cron: d.Cron, Timezone: d.Timezone, Every: d.Every,
-		Job: NewJob{Type: d.Type, Data: d.Data, Priority: d.Priority, MaxAttempts: d.MaxAttempts, Retry: d.Retry, Key: d.Key, Unique: d.Unique},
+		Job:    NewJob{Type: d.Type, Data: d.Data, Priority: d.Priority, MaxAttempts: d.MaxAttempts, Retry: d.Retry, Key: d.Key, Unique: d.Unique},
 		Missed: d.Missed, MissedLimit: d.MissedLimit, Grace: d.Grace}
 }
 
@@ -260,7 +267,7 @@ func (q *Queue) decodeSchedule(name string, b []byte) (*scheduleRecord, *prepare
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, nil, &Error{Err: ErrCorrupt, Detail: fmt.Sprintf("schedule %s: %v", name, err), Cause: err}
 	}
-	p, err := q.prepareSchedule(r.Def.schedule(name))
+	p, err := prepareSchedule(r.Def.schedule(name))
 	if err != nil {
 		return &r, nil, &Error{Err: ErrCorrupt, Detail: fmt.Sprintf("schedule %s: stored definition: %v", name, err), Cause: err}
 	}
@@ -284,7 +291,7 @@ func (q *Queue) putSchedule(tx kv.Tx, name string, r *scheduleRecord) error {
 // The type of s.Job need not be registered yet; a tick of a type that is
 // not registered fails, and is retried, until it is.
 func (q *Queue) DeclareSchedule(ctx context.Context, tr kv.Transactor, s Schedule) error {
-	p, err := q.prepareSchedule(s)
+	p, err := prepareSchedule(s)
 	if err != nil {
 		return err
 	}
@@ -527,7 +534,7 @@ func (q *Queue) tick(tx kv.Tx, name string, now time.Time, token string) (*Tick,
 		j := p.Job
 		j.ID = TickID(name, t)
 		j.ScheduledAt = time.UnixMilli(t.UnixMilli())
-		if err := q.prepare(&j); err != nil {
+		if err := prepareJob(&j); err != nil {
 			return nil, fmt.Errorf("schedule %s: %w", name, err)
 		}
 		old, err := q.load(tx, j.Type, j.ID)

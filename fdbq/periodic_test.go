@@ -2,10 +2,10 @@ package fdbq_test
 
 import (
 	"context"
-	"log/slog"
-	"math/rand/v2"
 	"errors"
 	"fmt"
+	"log/slog"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"strconv"

@@ -27,11 +27,27 @@ func DeclareType(name string, s fdbq.TypeSettings) fx.Option {
 	return fx.Supply(fx.Annotate(fdbq.TypeDef{Name: name, Settings: s}, fx.ResultTags(typesGroup)))
 }
 
+// schedulesGroup is the fx value group of the declared schedules.
+const schedulesGroup = `group:"jobstage.schedules"`
+
+// DeclareSchedule is an fx option that declares a periodic schedule when
+// the application starts, after the types: fdbq.Queue.DeclareSchedule, so
+// a schedule that exists keeps its pause and its place. A schedule
+// fdbq.ValidateSchedule refuses fails the application when it is built.
+// SchedulerModule runs the ticks.
+func DeclareSchedule(s fdbq.Schedule) fx.Option {
+	if err := fdbq.ValidateSchedule(s); err != nil {
+		return fx.Error(fmt.Errorf("fxjobstage.DeclareSchedule: %w", err))
+	}
+	return fx.Supply(fx.Annotate(s, fx.ResultTags(schedulesGroup)))
+}
+
 type queueParams struct {
 	fx.In
-	DB      *kv.DB
-	Options fdbq.Options   `optional:"true"`
-	Types   []fdbq.TypeDef `group:"jobstage.types"`
+	DB        *kv.DB
+	Options   fdbq.Options    `optional:"true"`
+	Types     []fdbq.TypeDef  `group:"jobstage.types"`
+	Schedules []fdbq.Schedule `group:"jobstage.schedules"`
 }
 
 // QueueModule provides the *fdbq.Queue over the application's *kv.DB
@@ -52,6 +68,11 @@ func provideQueue(lc fx.Lifecycle, p queueParams) *fdbq.Queue {
 		for _, t := range p.Types {
 			if err := q.DeclareType(ctx, p.DB, t.Name, t.Settings); err != nil {
 				return fmt.Errorf("declaring type %s: %w", t.Name, err)
+			}
+		}
+		for _, s := range p.Schedules {
+			if err := q.DeclareSchedule(ctx, p.DB, s); err != nil {
+				return fmt.Errorf("declaring schedule %s: %w", s.Name, err)
 			}
 		}
 		return nil
@@ -89,5 +110,22 @@ var MonitorModule = fx.Module("jobstage.monitor",
 				return m.Stop(ctx)
 			},
 		})
+	}),
+)
+
+type schedulerParams struct {
+	fx.In
+	Queue   *fdbq.Queue
+	Options fdbq.SchedulerOptions `optional:"true"`
+}
+
+// SchedulerModule provides the scheduler of periodic jobs
+// (*fdbq.Scheduler, optionally configured by a supplied
+// fdbq.SchedulerOptions) and runs it with the application. Every process
+// may run one: a tick is one transaction, so they need no leader.
+var SchedulerModule = fx.Module("jobstage.scheduler",
+	fx.Provide(func(p schedulerParams) *fdbq.Scheduler { return fdbq.NewScheduler(p.Queue, p.Options) }),
+	fx.Invoke(func(lc fx.Lifecycle, s *fdbq.Scheduler) {
+		lc.Append(fx.Hook{OnStart: s.Start, OnStop: s.Stop})
 	}),
 )

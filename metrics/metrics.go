@@ -43,6 +43,8 @@ type Metrics struct {
 	httpReqs   *prometheus.CounterVec
 	httpTime   *prometheus.HistogramVec
 	scrapeErrs prometheus.Counter
+	ticks      *prometheus.CounterVec
+	tickLag    *prometheus.HistogramVec
 
 	store     *storeCollector
 	pipelines *pipelineCollector
@@ -106,6 +108,15 @@ func New(reg prometheus.Registerer, q *fdbq.Queue) (*Metrics, error) {
 		scrapeErrs: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "jobstage_queue_scrape_errors_total", Help: "Scrapes whose read of the job store failed or timed out.",
 		}),
+		ticks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jobstage_schedule_ticks_total",
+			Help: "Ticks of periodic schedules this process handled, by schedule and outcome (enqueued: the tick added its job; skipped: a missed tick its policy gave no job).",
+		}, []string{"schedule", "outcome"}),
+		tickLag: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "jobstage_schedule_lag_seconds",
+			Help:    "Time from a schedule's tick to the commit that added its job, by schedule (the newest tick of each tick transaction).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 12), // 1 ms to 70 min
+		}, []string{"schedule"}),
 		store:     newStoreCollector(),
 		pipelines: newPipelineCollector(),
 	}
@@ -121,7 +132,7 @@ func New(reg prometheus.Registerer, q *fdbq.Queue) (*Metrics, error) {
 func (m *Metrics) registerCollectors() error {
 	cs := []prometheus.Collector{
 		m.enqueued, m.accepted, m.queueWait, m.finished, m.runtime, m.running, m.retried,
-		m.recycled, m.expired, m.skipped, m.httpReqs, m.httpTime, m.pipelines,
+		m.recycled, m.expired, m.skipped, m.httpReqs, m.httpTime, m.pipelines, m.ticks, m.tickLag,
 	}
 	if m.q != nil {
 		// The queue collector reports its own scrape errors, after the
@@ -246,6 +257,25 @@ func (m *Metrics) OnSweep(s fdbq.SweepStats) {
 		counter(m.recycled, typ, RecycledFailed).Add(float64(max(t.Failed, 0)))
 		counter(m.expired, typ).Add(float64(max(t.Expired, 0)))
 		counter(m.skipped, typ).Add(float64(max(t.Skipped, 0)))
+	}
+}
+
+// Outcomes of jobstage_schedule_ticks_total.
+const (
+	TickEnqueued = "enqueued"
+	TickSkipped  = "skipped"
+)
+
+// OnTick counts what a scheduler's tick transaction did; pass it as
+// fdbq.SchedulerOptions.OnTick.
+func (m *Metrics) OnTick(t *fdbq.Tick, lag time.Duration) {
+	if m == nil || t == nil {
+		return
+	}
+	counter(m.ticks, t.Schedule, TickEnqueued).Add(float64(len(t.Jobs)))
+	counter(m.ticks, t.Schedule, TickSkipped).Add(float64(max(t.Skipped, 0)))
+	if len(t.Jobs) > 0 {
+		observer(m.tickLag, t.Schedule).Observe(max(lag, 0).Seconds())
 	}
 }
 

@@ -103,6 +103,10 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 			return fdbq.MonitorOptions{Logger: log, OnSweep: m.OnSweep}
 		}),
 		fxjobstage.MonitorModule,
+		fx.Provide(func(m *metrics.Metrics) fdbq.SchedulerOptions {
+			return fdbq.SchedulerOptions{Logger: log, OnTick: m.OnTick}
+		}),
+		fxjobstage.SchedulerModule,
 		fxjobstage.PipelinesModule,
 		fx.Invoke(warnBadTypeNames),
 		fx.Invoke(s.serveHTTP),
@@ -111,6 +115,16 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	for _, name := range slices.Sorted(maps.Keys(cfg.Types)) {
 		opts = append(opts, fxjobstage.DeclareType(name, cfg.Types[name].Settings()))
 	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Schedules)) {
+		sc, err := cfg.Schedules[name].Schedule(name)
+		if err != nil {
+			return nil, fmt.Errorf("schedule %s: %w", name, err)
+		}
+		opts = append(opts, fxjobstage.DeclareSchedule(sc))
+	}
+	opts = append(opts, fx.Invoke(func(lc fx.Lifecycle, q *fdbq.Queue, db *kv.DB) {
+		lc.Append(fx.StartHook(func(ctx context.Context) { warnStraySchedules(ctx, q, db, cfg, log) }))
+	}))
 	for _, name := range slices.Sorted(maps.Keys(cfg.Pipelines)) {
 		build := pipelineConstructor(name, cfg.Pipelines[name], cfg.Shutdown.DrainTimeout, secretEnv(cfg), o.Handlers, log)
 		opts = append(opts, fxjobstage.ProvidePipeline(func(q *fdbq.Queue, m *metrics.Metrics) (*pipeline.Pipeline, error) {
@@ -126,6 +140,29 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		return nil, rootCause(err)
 	}
 	return s, nil
+}
+
+// warnStraySchedules logs the schedules the store holds that the config
+// does not declare: they keep running (another server's config may
+// declare them) until deleted.
+func warnStraySchedules(ctx context.Context, q *fdbq.Queue, db *kv.DB, cfg *config.Config, log *slog.Logger) {
+	list, err := q.Schedules(ctx, db)
+	if err != nil {
+		log.Warn("reading the stored schedules failed", "err", err)
+		return
+	}
+	for _, s := range list {
+		if _, ok := cfg.Schedules[s.Name]; ok {
+			continue
+		}
+		if s.Err != nil {
+			log.Warn("a stored schedule cannot be read; it does not tick (declare it again, or delete it)", "schedule", s.Name, "err", s.Err,
+				"delete", "jobstage schedules delete "+s.Name)
+			continue
+		}
+		log.Info("a schedule in the store is not in the config; it keeps ticking until deleted", "schedule", s.Name,
+			"delete", "jobstage schedules delete "+s.Name)
+	}
 }
 
 // NewLogger returns the logger a config's logging section describes,
