@@ -16,6 +16,10 @@
 //	GET    /v1/types                              types, settings, counts
 //	PUT    /v1/types/{type}                       register or change a type → 201 (new) or 200
 //	POST   /v1/types/{type}/pause, …/resume       → the type
+//	GET    /v1/schedules                          periodic schedules with their state
+//	GET    /v1/schedules/{name}                   a schedule
+//	DELETE /v1/schedules/{name}                   remove a schedule → 204
+//	POST   /v1/schedules/{name}/pause, …/resume   → the schedule
 //	POST   /v1/types/{type}/accept                {"max": n, "wait": "5s"} → {"jobs": [job + "lock"]}
 //	POST   /v1/types/{type}/jobs/{id}/heartbeat   {"lock", "progress"?, "data"?} → 204
 //	POST   /v1/types/{type}/jobs/{id}/finish      {"lock", "result"?} → 204
@@ -84,9 +88,11 @@
 //
 //	route                                   producer  worker  metrics
 //	enqueue, list, cancel, requeue, wait    yes       no      no
+//	list and get schedules                  yes       no      no
 //	get a job, list types                   yes       yes     no
 //	accept, heartbeat, finish, fail         no        yes     no
 //	delete a job, PUT type, pause, resume   no        no      no (admin only)
+//	delete, pause, resume a schedule        no        no      no (admin only)
 //	metrics (Options.Metrics)               no        no      yes
 //	healthz, readyz, openapi                no token needed
 //

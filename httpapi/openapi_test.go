@@ -137,6 +137,7 @@ func TestOpenAPISchemas(t *testing.T) {
 		"FailRequest":      httpapi.FailRequest{},
 		"Error":            httpapi.APIError{},
 		"Unique":           httpapi.Unique{},
+		"Schedule":         httpapi.Schedule{},
 	} {
 		s, ok := doc.Components.Schemas[name]
 		if !ok {

@@ -228,6 +228,12 @@ func (s *Server) routeTable() []route {
 		{pattern: "POST /v1/types/{type}/pause", handle: s.pause},
 		{pattern: "POST /v1/types/{type}/resume", handle: s.resume},
 
+		{pattern: "GET /v1/schedules", roles: []Role{p}, handle: s.schedules},
+		{pattern: "GET /v1/schedules/{name}", roles: []Role{p}, handle: s.schedule},
+		{pattern: "DELETE /v1/schedules/{name}", handle: s.deleteSchedule},
+		{pattern: "POST /v1/schedules/{name}/pause", handle: s.pauseSchedule},
+		{pattern: "POST /v1/schedules/{name}/resume", handle: s.resumeSchedule},
+
 		{pattern: "POST /v1/types/{type}/accept", roles: []Role{w}, longPoll: true, handle: s.accept},
 		{pattern: "POST /v1/types/{type}/jobs/{id}/heartbeat", roles: []Role{w}, handle: s.heartbeat},
 		{pattern: "POST /v1/types/{type}/jobs/{id}/finish", roles: []Role{w}, handle: s.finish},
@@ -437,6 +443,10 @@ func (s *Server) classify(r *http.Request, pattern string, err error) *APIError 
 	case errors.Is(err, fdbq.ErrUnknownType):
 		return &APIError{Status: http.StatusNotFound, Code: CodeUnknownType,
 			Message: "unknown job type " + fdbqDetail(err) + "; register it with PUT /v1/types/{type}"}
+	case errors.Is(err, fdbq.ErrUnknownSchedule):
+		return &APIError{Status: http.StatusNotFound, Code: CodeUnknownSchedule, Message: "unknown schedule " + fdbqDetail(err)}
+	case errors.Is(err, fdbq.ErrInvalidSchedule):
+		return invalid("%s", fdbqDetail(err))
 	case errors.Is(err, fdbq.ErrNotFound):
 		return &APIError{Status: http.StatusNotFound, Code: CodeNotFound, Message: "no job " + fdbqDetail(err)}
 	case errors.Is(err, fdbq.ErrDataTooLarge):

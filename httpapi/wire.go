@@ -292,6 +292,7 @@ const (
 	CodeForbidden        = "forbidden"          // 403: the token's role may not do this, or a non-loopback client of a server without tokens
 	CodeNotFound         = "not_found"          // 404: no such job or route
 	CodeUnknownType      = "unknown_type"       // 404: the job type is not registered
+	CodeUnknownSchedule  = "unknown_schedule"   // 404: no periodic schedule of that name
 	CodeMethodNotAllowed = "method_not_allowed" // 405
 	CodeHalt             = "halt"               // 409: the worker's lock is gone; stop working the job
 	CodeWrongState       = "wrong_state"        // 409: the operation does not apply to the job's state
