@@ -59,6 +59,9 @@ commands:
   delete TYPE ID             remove a job
   types                      list job types
   pause TYPE | resume TYPE   stop or restart accepting a type's jobs
+  schedules                  list periodic schedules
+  schedules pause|resume|delete NAME
+                             stop, restart or remove a schedule's ticks
   config lint FILE           check a config file
   config docs                print the config reference (markdown)
   bench                      measure throughput and latency on this machine
@@ -138,6 +141,8 @@ func run(ctx, force context.Context, args []string, stdin io.Reader, stdout, std
 		err = env.types(rest)
 	case "pause", "resume":
 		err = env.pauseResume(cmd, rest)
+	case "schedules":
+		err = env.schedules(rest)
 	case "config":
 		err = env.config(rest)
 	case "bench":
