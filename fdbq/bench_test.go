@@ -255,3 +255,41 @@ func BenchmarkAcceptManyPriorities(b *testing.B) {
 	b.ReportMetric(float64(ranges)/float64(b.N), "ranges/op")
 	b.ReportMetric(float64(keys)/float64(b.N), "keys/op")
 }
+
+// BenchmarkScheduleTick measures what a periodic job costs: a tick
+// transaction of a one-second schedule on the durable store, with one tick
+// due per transaction (the clock moved a second each time) and with 100
+// due (moved 100 seconds, within the grace); b.N counts jobs added.
+func BenchmarkScheduleTick(b *testing.B) {
+	for _, perTx := range []int{1, 100} {
+		b.Run(fmt.Sprintf("ticks=%d", perTx), func(b *testing.B) {
+			db := openDisk(b, b.TempDir())
+			c := newClock()
+			c.now = c.now.Truncate(time.Second)
+			q := fdbq.New(db, fdbq.Options{Now: c.Now})
+			ctx := context.Background()
+			if err := q.SetType(ctx, db, benchType, fdbq.DefaultTypeSettings()); err != nil {
+				b.Fatal(err)
+			}
+			s := fdbq.Schedule{Name: "bench", Every: time.Second, Grace: time.Hour, Job: fdbq.NewJob{Type: benchType, Data: benchData}}
+			if err := q.DeclareSchedule(ctx, db, s); err != nil {
+				b.Fatal(err)
+			}
+			before := statsOf(db)
+			b.ResetTimer()
+			for n := 0; n < b.N; {
+				c.Advance(time.Duration(min(perTx, b.N-n)) * time.Second)
+				t, err := q.TickSchedule(ctx, db, "bench")
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(t.Jobs) == 0 {
+					b.Fatal("no tick")
+				}
+				n += len(t.Jobs)
+			}
+			b.StopTimer()
+			report(b, db, before, b.N)
+		})
+	}
+}

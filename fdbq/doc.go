@@ -162,6 +162,11 @@
 //	                                      jobs): read with a conflict and written by an add with
 //	                                      NewJob.Unique; cleared when that job is removed (by Remove or
 //	                                      retention) or given other unique data
+//	(P, 21, name)                         JSON: a periodic schedule's definition and state (see
+//	                                      Periodic jobs): read with a conflict and written by each tick
+//	                                      transaction, by declare, pause, resume; cleared by delete
+//	(P, 22)                               int64 LE: bumped by every declare, pause, resume and delete
+//	                                      of a schedule; schedulers watch it
 //
 // Every state change goes through one function that rewrites the record
 // and moves its index entry and counters together, so the indexes never
@@ -514,6 +519,53 @@
 // named, and a Requeue of it can make two jobs of one digest. A retry
 // that runs the add again after its commit applied finds its own token
 // in the named record and answers what the first run did.
+//
+// # Periodic jobs
+//
+// A Schedule adds a job at each tick of a cron expression (read on the
+// wall clock of a time zone) or of a fixed interval (at the multiples of
+// the interval since the Unix epoch). Its definition and state are one
+// record, (P, 21, name); the state holds Last, the time up to which every
+// tick is handled. A tick transaction (TickSchedule) reads the record
+// with a conflict, works out the ticks in (Last, now], adds their jobs
+// and moves Last, all in one transaction: so however many Schedulers run
+// it at once, on as many machines, one commits and the others conflict,
+// are retried, and find the ticks handled. There is no leader and no
+// lease. A tick's job has the id NAME@TIME (TickID) and the tick as its
+// ScheduledAt; a job of that id that exists already is left as it is
+// (a re-add would resubmit it, and run a finished one again).
+//
+// A tick handled more than Grace after its time is missed: every
+// scheduler was down, or the tick failed (its type not registered). The
+// schedule's Missed policy says what such ticks get: MissedOnce one job,
+// for the latest; MissedSkip none; MissedEach one each, for the latest
+// MissedLimit. Ticks handled within Grace always get their job. One tick
+// transaction adds at most 100 jobs (fewer when the data is large, to
+// stay under 4 MB); the scheduler runs the next one at once. A catch-up
+// enumerates at most 100,000 ticks: past that it looks back from now for
+// the ticks the policy keeps, and Skipped counts at least 100,000.
+//
+// Clocks: a tick is due when the clock of the process running it passes
+// the tick's time. A scheduler whose clock is ahead adds a tick's job
+// early by its skew, one whose clock is behind finds the tick handled
+// already; the job's id and ScheduledAt are the tick's either way, so
+// skew moves when a tick's job is added, never how many there are.
+//
+// Cron expressions and clock changes: each wall time that matches ticks
+// once. A wall time that occurs twice (when clocks go back) ticks at its
+// first occurrence; wall times that do not occur (when clocks go forward)
+// tick once, at the instant of the jump, unless a wall time after the
+// jump ticks at that instant. So "30 2 * * *" in America/New_York ticks
+// at 03:00 EDT on the day clocks go forward, and once at 02:30 on the day
+// they go back; "0 * * * *" ticks at 01:00 once on that day, two real
+// hours before 02:00. A schedule that must tick at every real hour is an
+// interval (Every: time.Hour).
+//
+// Declaring a schedule that exists keeps its pause, its counts and Last,
+// unless its timing (Cron, Timezone, Every) changed: then it starts
+// afresh from the declare, and ticks of the old timing are not caught up.
+// Resume starts from the resume: ticks that fell while paused get no job.
+// A new schedule's first tick is its first after the declare.
 //
 // # Answers under commit_unknown_result
 //
