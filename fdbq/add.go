@@ -38,6 +38,8 @@ type NewJob struct {
 
 	// digest is what makes the job unique (prepare).
 	digest []byte
+	// workflow: the job is a workflow's (its record's Workflow).
+	workflow bool
 }
 
 func prepareJob(j *NewJob) error {
@@ -212,6 +214,7 @@ func (q *Queue) add(tx kv.Tx, j NewJob, s *TypeSettings, marked *zoneMarks, now 
 			Key:         j.Key,
 			Shard:       shardOf(j.ID, s.zonesOf(j.Key)),
 			Unique:      unique,
+			Workflow:    j.workflow || old != nil && old.Workflow,
 			marked:      marked,
 		}
 		if err := q.put(tx, j.Type, j.ID, old, rec); err != nil {

@@ -64,7 +64,10 @@ const (
 	flagSnoozes
 	flagZone
 	flagUnique
-	flagsKnown = flagResubmit | flagRetry | flagSnoozes | flagZone | flagUnique
+	// flagWorkflow: the job is a job of a workflow, whose id and node
+	// name its id holds (WORKFLOW:NAME); no payload.
+	flagWorkflow
+	flagsKnown = flagResubmit | flagRetry | flagSnoozes | flagZone | flagUnique | flagWorkflow
 )
 
 var stateCodes = [...]State{1: Pending, 2: Running, 3: Finished}
@@ -123,6 +126,9 @@ func (r *record) encodeAs(format byte) ([]byte, error) {
 	hasUnique := format >= formatBinary2 && len(r.Unique) > 0
 	if hasUnique {
 		flags |= flagUnique
+	}
+	if format >= formatBinary2 && r.Workflow {
+		flags |= flagWorkflow
 	}
 	// An upper bound of the size, so the value is allocated once.
 	size := 4 + 14*10 + 5*7 + len(r.Key) + len(r.Lock) + len(r.LastLock) + len(r.LastAdd) + len(r.Error) +
@@ -303,6 +309,7 @@ func (r *record) decodeBinary(b []byte, format byte) error {
 	}
 	r.State, r.Outcome = stateCodes[sc], outcomeCodes[oc]
 	r.Resubmit = flags&flagResubmit != 0
+	r.Workflow = flags&flagWorkflow != 0
 	priority := d.varint()
 	if int64(int(priority)) != priority {
 		d.fail(errors.New("priority out of range"))

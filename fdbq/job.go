@@ -3,6 +3,7 @@ package fdbq
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 )
 
@@ -89,6 +90,9 @@ type Job struct {
 	// the add did: added it, found a duplicate (this job), or replaced
 	// the duplicate (this job). Empty elsewhere.
 	Added Added
+	// Workflow and Node name the workflow the job belongs to and its
+	// name there (AddWorkflow); empty for other jobs.
+	Workflow, Node string
 }
 
 // record is a job as stored, in one value under the job key (codec.go
@@ -126,6 +130,8 @@ type record struct {
 	// Unique is the digest of what makes the job unique (NewJob.Unique),
 	// the key of its entry in the unique index; nil: none.
 	Unique []byte `json:"-"`
+	// Workflow: the job is a job of a workflow (its id is WORKFLOW:NAME).
+	Workflow bool `json:"-"`
 
 	// legacy: a running record written before activity entries were keyed
 	// by version; its entry is the deadline-keyed one (tagLegacyActive).
@@ -151,7 +157,7 @@ func (r *record) activityTimeoutMs() int64 {
 }
 
 func (r *record) job(typ, id string) *Job {
-	return &Job{
+	j := &Job{
 		Type:        typ,
 		ID:          id,
 		State:       r.State,
@@ -172,6 +178,10 @@ func (r *record) job(typ, id string) *Job {
 		HeartbeatAt: fromMs(r.HeartbeatAt),
 		FinishedAt:  fromMs(r.FinishedAt),
 	}
+	if r.Workflow {
+		j.Workflow, j.Node, _ = strings.Cut(id, ":")
+	}
+	return j
 }
 
 // canonicalJSON validates raw and returns it compacted and HTML-escaped, as

@@ -50,6 +50,9 @@ const (
 	// tagSchedulesChange: the key their changes bump.
 	tagSchedules       = 21
 	tagSchedulesChange = 22
+	// tagWorkflows: workflows, by id: each one's record, its jobs'
+	// nodes, its dependency edges and its counter of jobs done.
+	tagWorkflows = 23
 )
 
 // zone is where a pending job of a type waits: its fairness key (Job.Key,

@@ -203,6 +203,20 @@ func (q *Queue) putFrom(tx kv.Tx, typ, id string, old, rec *record, from []byte)
 	}
 	q.countKeyRunning(tx, typ, old, rec)
 	tx.Set(q.k.job(typ, id), b)
+	if rec.Workflow {
+		// The workflow's dependents learn of the finish in its
+		// transaction: nothing scans for ready work.
+		switch {
+		case rec.State == Finished && (old == nil || old.State != Finished):
+			if err := q.workflowStep(tx, id, rec.Outcome); err != nil {
+				return err
+			}
+		case rec.State != Finished && old != nil && old.State == Finished:
+			if err := q.workflowStep(tx, id, ""); err != nil {
+				return err
+			}
+		}
+	}
 	return q.changed(tx, typ)
 }
 
@@ -352,6 +366,11 @@ func (q *Queue) drop(tx kv.Tx, typ, id string, old *record) error {
 	q.unindex(tx, typ, id, old)
 	tx.Add(q.k.countShard(typ, old.State, id), -1)
 	tx.Clear(q.k.job(typ, id))
+	if old.Workflow && old.State != Finished {
+		if err := q.workflowStep(tx, id, OutcomeRemoved); err != nil {
+			return err
+		}
+	}
 	return q.changed(tx, typ)
 }
 
