@@ -16,6 +16,11 @@
 //	GET    /v1/types                              types, settings, counts
 //	PUT    /v1/types/{type}                       register or change a type → 201 (new) or 200
 //	POST   /v1/types/{type}/pause, …/resume       → the type
+//	POST   /v1/workflows                          {"id"?, "policy"?, "jobs": [{name, type, data, depends_on}]} → 201 the workflow
+//	GET    /v1/workflows/{id}                     a workflow and its jobs' states
+//	POST   /v1/workflows/{id}/cancel              cancel its jobs not finished → the workflow
+//	GET    /v1/workflows/{id}/wait?timeout=30s    long poll until every job is finished or skipped
+//	GET    /v1/types/{type}/jobs/{id}/parents     a workflow job's dependencies, with their results
 //	GET    /v1/schedules                          periodic schedules with their state
 //	GET    /v1/schedules/{name}                   a schedule
 //	DELETE /v1/schedules/{name}                   remove a schedule → 204
@@ -89,6 +94,8 @@
 //	route                                   producer  worker  metrics
 //	enqueue, list, cancel, requeue, wait    yes       no      no
 //	list and get schedules                  yes       no      no
+//	add, get, wait, cancel a workflow       yes       no      no
+//	a job's parents                         yes       yes     no
 //	get a job, list types                   yes       yes     no
 //	accept, heartbeat, finish, fail         no        yes     no
 //	delete a job, PUT type, pause, resume   no        no      no (admin only)

@@ -8,4 +8,5 @@ var (
 	DecodeFinish    = decodeFinish
 	DecodeFail      = decodeFail
 	DecodeSettings  = decodeSettings
+	DecodeWorkflow  = decodeWorkflow
 )

@@ -151,11 +151,16 @@ func FuzzServer(f *testing.F) {
 		{"POST", "/v1/types/email/jobs/j/finish"},
 		{"POST", "/v1/types/email/jobs/j/fail"},
 		{"PUT", "/v1/types/fuzzed"},
+		{"POST", "/v1/workflows"},
 	}
 	for i, s := range []string{`{"id":"j","data":{"a":1}}`, `{"max":2}`, `{"lock":"x","progress":1}`, `{"lock":"x","result":{}}`, `{"lock":"x","error":"e"}`, `{"retention":"1h"}`,
-		`[{"priority":-9223372036854775808}]`, `{"id":""}`, `[{"data":{"a":1},"unique":{"fields":["a"]}},{"data":{"a":1},"unique":{"on_duplicate":"refuse"}}]`, `{"data":"` + string(bytes.Repeat([]byte("a"), 100)) + `"}`} {
+		`[{"priority":-9223372036854775808}]`, `{"id":""}`, `[{"data":{"a":1},"unique":{"fields":["a"]}},{"data":{"a":1},"unique":{"on_duplicate":"refuse"}}]`, `{"data":"` + string(bytes.Repeat([]byte("a"), 100)) + `"}`,
+		`{"jobs":[{"name":"a","type":"email"},{"name":"b","type":"email","depends_on":["a"]}]}`} {
 		f.Add(uint8(i), []byte(s))
 	}
+	// POST /v1/workflows is route 6.
+	f.Add(uint8(6), []byte(`{"jobs":[{"name":"a","type":"email"},{"name":"b","type":"email","depends_on":["a"]}]}`))
+	f.Add(uint8(6), []byte(`{"id":"w","jobs":[{"name":"a","type":"nope"}]}`))
 	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
 		r := routes[int(which)%len(routes)]
 		req := httptest.NewRequest(r.method, r.path, bytes.NewReader(body))

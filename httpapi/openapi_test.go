@@ -61,6 +61,7 @@ func TestOpenAPIExamples(t *testing.T) {
 		"POST /v1/types/{type}/jobs/{id}/heartbeat": func(r io.Reader) error { _, err := httpapi.DecodeHeartbeat(r); return err },
 		"POST /v1/types/{type}/jobs/{id}/finish":    func(r io.Reader) error { _, err := httpapi.DecodeFinish(r); return err },
 		"POST /v1/types/{type}/jobs/{id}/fail":      func(r io.Reader) error { _, err := httpapi.DecodeFail(r); return err },
+		"POST /v1/workflows":                        func(r io.Reader) error { _, err := httpapi.DecodeWorkflow(r); return err },
 		"PUT /v1/types/{type}": func(r io.Reader) error {
 			_, err := httpapi.DecodeSettings(r, fdbq.DefaultTypeSettings())
 			return err
@@ -138,6 +139,10 @@ func TestOpenAPISchemas(t *testing.T) {
 		"Error":            httpapi.APIError{},
 		"Unique":           httpapi.Unique{},
 		"Schedule":         httpapi.Schedule{},
+		"NewWorkflow":      httpapi.NewWorkflow{},
+		"WorkflowJob":      httpapi.WorkflowJob{},
+		"Workflow":         httpapi.Workflow{},
+		"WorkflowNode":     httpapi.WorkflowNode{},
 	} {
 		s, ok := doc.Components.Schemas[name]
 		if !ok {

@@ -228,6 +228,12 @@ func (s *Server) routeTable() []route {
 		{pattern: "POST /v1/types/{type}/pause", handle: s.pause},
 		{pattern: "POST /v1/types/{type}/resume", handle: s.resume},
 
+		{pattern: "POST /v1/workflows", roles: []Role{p}, handle: s.addWorkflow},
+		{pattern: "GET /v1/workflows/{id}", roles: []Role{p}, handle: s.getWorkflow},
+		{pattern: "POST /v1/workflows/{id}/cancel", roles: []Role{p}, handle: s.cancelWorkflow},
+		{pattern: "GET /v1/workflows/{id}/wait", roles: []Role{p}, longPoll: true, handle: s.waitWorkflow},
+		{pattern: "GET /v1/types/{type}/jobs/{id}/parents", roles: []Role{p, w}, handle: s.parents},
+
 		{pattern: "GET /v1/schedules", roles: []Role{p}, handle: s.schedules},
 		{pattern: "GET /v1/schedules/{name}", roles: []Role{p}, handle: s.schedule},
 		{pattern: "DELETE /v1/schedules/{name}", handle: s.deleteSchedule},
@@ -443,6 +449,12 @@ func (s *Server) classify(r *http.Request, pattern string, err error) *APIError 
 	case errors.Is(err, fdbq.ErrUnknownType):
 		return &APIError{Status: http.StatusNotFound, Code: CodeUnknownType,
 			Message: "unknown job type " + fdbqDetail(err) + "; register it with PUT /v1/types/{type}"}
+	case errors.Is(err, fdbq.ErrUnknownWorkflow):
+		return &APIError{Status: http.StatusNotFound, Code: CodeUnknownWorkflow, Message: "unknown workflow " + fdbqDetail(err)}
+	case errors.Is(err, fdbq.ErrWorkflowExists):
+		return &APIError{Status: http.StatusConflict, Code: CodeWorkflowExists, Message: "workflow exists: " + fdbqDetail(err)}
+	case errors.Is(err, fdbq.ErrInvalidWorkflow):
+		return invalid("%s", fdbqDetail(err))
 	case errors.Is(err, fdbq.ErrUnknownSchedule):
 		return &APIError{Status: http.StatusNotFound, Code: CodeUnknownSchedule, Message: "unknown schedule " + fdbqDetail(err)}
 	case errors.Is(err, fdbq.ErrInvalidSchedule):

@@ -38,6 +38,10 @@ type Job struct {
 	// was written) or "replaced" (this job was there and was added again
 	// with the new data).
 	Added fdbq.Added `json:"added,omitempty"`
+	// Workflow and Node name the workflow of a workflow's job and its
+	// name there.
+	Workflow string `json:"workflow,omitempty"`
+	Node     string `json:"node,omitempty"`
 }
 
 // Lease is a job accepted by an external worker, with the lock it must
@@ -293,6 +297,8 @@ const (
 	CodeNotFound         = "not_found"          // 404: no such job or route
 	CodeUnknownType      = "unknown_type"       // 404: the job type is not registered
 	CodeUnknownSchedule  = "unknown_schedule"   // 404: no periodic schedule of that name
+	CodeUnknownWorkflow  = "unknown_workflow"   // 404: no workflow of that id
+	CodeWorkflowExists   = "workflow_exists"    // 409: a workflow of that id was added before
 	CodeMethodNotAllowed = "method_not_allowed" // 405
 	CodeHalt             = "halt"               // 409: the worker's lock is gone; stop working the job
 	CodeWrongState       = "wrong_state"        // 409: the operation does not apply to the job's state
@@ -315,7 +321,7 @@ func toJob(j *fdbq.Job) *Job {
 		Resubmitted: j.Resubmitted,
 		AddedAt:     j.AddedAt, ScheduledAt: j.ScheduledAt, StartedAt: j.StartedAt,
 		HeartbeatAt: j.HeartbeatAt, FinishedAt: j.FinishedAt,
-		Added: j.Added,
+		Added: j.Added, Workflow: j.Workflow, Node: j.Node,
 	}
 }
 
