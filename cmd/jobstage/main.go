@@ -59,6 +59,9 @@ commands:
   delete TYPE ID             remove a job
   types                      list job types
   pause TYPE | resume TYPE   stop or restart accepting a type's jobs
+  workflow add FILE|-        add a workflow (JSON: {"jobs": [{name, type, data, depends_on}]})
+  workflow get|wait|cancel ID
+                             show, wait for (exit 0 when every job succeeded) or cancel it
   schedules                  list periodic schedules
   schedules pause|resume|delete NAME
                              stop, restart or remove a schedule's ticks
@@ -143,6 +146,8 @@ func run(ctx, force context.Context, args []string, stdin io.Reader, stdout, std
 		err = env.pauseResume(cmd, rest)
 	case "schedules":
 		err = env.schedules(rest)
+	case "workflow":
+		err = env.workflow(rest)
 	case "config":
 		err = env.config(rest)
 	case "bench":
