@@ -293,3 +293,67 @@ func BenchmarkScheduleTick(b *testing.B) {
 		})
 	}
 }
+
+// benchWorkflow is a fan-out and fan-in of n jobs: a root, n-2 jobs that
+// depend on it, and a sink that depends on them all.
+func benchWorkflow(id string, n int) fdbq.NewWorkflow {
+	w := fdbq.NewWorkflow{ID: id, Jobs: []fdbq.WorkflowJob{{Name: "root", Job: fdbq.NewJob{Type: benchType, Data: benchData}}}}
+	var mid []string
+	for i := range n - 2 {
+		name := fmt.Sprintf("m%d", i)
+		mid = append(mid, name)
+		w.Jobs = append(w.Jobs, fdbq.WorkflowJob{Name: name, Job: fdbq.NewJob{Type: benchType, Data: benchData}, DependsOn: []string{"root"}})
+	}
+	return fdbq.NewWorkflow{ID: id, Jobs: append(w.Jobs, fdbq.WorkflowJob{Name: "sink", Job: fdbq.NewJob{Type: benchType, Data: benchData}, DependsOn: mid})}
+}
+
+// BenchmarkWorkflow measures what a workflow costs a job: adding
+// workflows of 100 jobs (a fan-out and fan-in: root, 98 jobs after it, a
+// sink after them), and working them with one worker as
+// BenchmarkAcceptFinish does plain jobs (accept up to 16, finish each in
+// its own transaction; a finish adds the dependents its job was the last
+// dependency of). b.N counts jobs.
+func BenchmarkWorkflow(b *testing.B) {
+	const size = 100
+	b.Run("add", func(b *testing.B) {
+		q := benchQueue(b)
+		before := statsOf(q.DB())
+		b.ResetTimer()
+		for i := 0; i < b.N; i += size {
+			if _, err := q.AddWorkflow(context.Background(), q.DB(), benchWorkflow(fmt.Sprintf("w%d", i), size)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		report(b, q.DB(), before, b.N)
+	})
+	b.Run("run", func(b *testing.B) {
+		q := benchQueue(b)
+		ctx := context.Background()
+		n := (b.N + size - 1) / size
+		for i := range n {
+			if _, err := q.AddWorkflow(ctx, q.DB(), benchWorkflow(fmt.Sprintf("w%d", i), size)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		before := statsOf(q.DB())
+		b.ResetTimer()
+		for done := 0; done < n*size; {
+			ls, err := q.Accept(ctx, benchType, fdbq.AcceptOptions{Max: 16})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(ls) == 0 {
+				b.Fatalf("no job due after %d of %d", done, n*size)
+			}
+			for _, l := range ls {
+				if err := q.Finish(ctx, q.DB(), l, nil); err != nil {
+					b.Fatal(err)
+				}
+				done++
+			}
+		}
+		b.StopTimer()
+		report(b, q.DB(), before, n*size)
+	})
+}

@@ -167,6 +167,15 @@
 //	                                      transaction, by declare, pause, resume; cleared by delete
 //	(P, 22)                               int64 LE: bumped by every declare, pause, resume and delete
 //	                                      of a schedule; schedulers watch it
+//	(P, 23, wf, 0)                        JSON: a workflow's record: policy, creation, canceled, its
+//	                                      jobs' names in order (see Workflows)
+//	(P, 23, wf, 1, name)                  JSON: one of its jobs: the job to add (type, data, options),
+//	                                      its dependencies, how many are not done, and its state
+//	                                      (waiting, added, done with an outcome, skipped)
+//	(P, 23, wf, 2, parent, child)         empty: child depends on parent, read by a range when parent
+//	                                      finishes
+//	(P, 23, wf, 3)                        int64 LE: the jobs done or skipped, by atomic adds (no
+//	                                      conflict between siblings); WaitWorkflow watches it
 //
 // Every state change goes through one function that rewrites the record
 // and moves its index entry and counters together, so the indexes never
@@ -566,6 +575,35 @@
 // afresh from the declare, and ticks of the old timing are not caught up.
 // Resume starts from the resume: ticks that fell while paused get no job.
 // A new schedule's first tick is its first after the declare.
+//
+// # Workflows
+//
+// AddWorkflow adds a DAG of jobs in one transaction: the workflow's
+// record, a node per job, an edge key per dependency, and the jobs with
+// no dependency, pending. A job of a workflow has the id WORKFLOW:NAME
+// and a flag in its record (codec flag bit 5), so that put, the one
+// function every state change goes through, knows to follow it: when such
+// a job finishes, put's transaction marks its node done, reads its
+// dependents by a range of edge keys, and for each one still waiting
+// either counts the dependency done, adding the job (pending) when it was
+// the last, or, when the job did not succeed under CancelDependents, marks
+// it and everything that depends on it skipped. So readiness is written
+// by the transaction that finishes the last dependency: nothing scans for
+// ready work, and a crash cannot come between a finish and its
+// dependents' release. Two dependencies of one job that finish at once
+// both write that job's node and conflict; one retries.
+//
+// A job removed before it finished counts as not succeeded (outcome
+// removed). A finished job made pending again (Requeue, or Add of its id)
+// is done no more, but its dependents keep what its finish gave them. A
+// dependent's ScheduledAt holds it back once added. CancelWorkflow skips
+// the waiting jobs and cancels the pending and running ones in one
+// transaction. Limits, so that a workflow fits one transaction with room
+// to spare: MaxWorkflowJobs (1000), MaxWorkflowDependencies (10,000),
+// MaxWorkflowBytes (4 MiB of data); past them AddWorkflow fails with
+// ErrDataTooLarge naming the limit, and adds nothing. A job's
+// dependencies' results are read with Parents while they are kept
+// (their type's retention).
 //
 // # Answers under commit_unknown_result
 //

@@ -333,6 +333,7 @@ func (s *sim) check() *simViolation {
 	ends := map[simJobRef][]int{} // commits that finished or removed a job
 	var early *simViolation
 	s.early, s.earlyLive = 0, 0
+	s.checkWorkflows(s.draining && s.settled())
 
 	held := func(e *simEntry, job simJobRef, lock string) bool {
 		return slices.Contains(e.held, simHeld{job, lock})
@@ -361,8 +362,10 @@ func (s *sim) check() *simViolation {
 			case prev == nil && next == nil:
 				bad("a job removed that was not there")
 			case prev == nil:
-				if next.State != fdbq.Pending || op != "add" && op != "addbatch" {
-					bad("only Add creates a job, pending")
+				_, _, wfJob := s.workflowJob(w.job)
+				wfJob = wfJob && next.Workflow != ""
+				if next.State != fdbq.Pending || op != "add" && op != "addbatch" && !(wfJob && workflowCreates(op)) {
+					bad("only Add creates a job, pending (and a workflow's, the call that adds it or finishes its last dependency)")
 				}
 			case next == nil:
 				if op != "remove" && !(op == "sweep" && prev.State == fdbq.Finished) {
@@ -396,7 +399,7 @@ func (s *sim) check() *simViolation {
 				case "recycle":
 					ok = op == "sweep"
 				case "cancel":
-					ok = op == "cancel" && next.State == fdbq.Finished && next.Outcome == fdbq.Canceled
+					ok = (op == "cancel" || op == "cancelworkflow") && next.State == fdbq.Finished && next.Outcome == fdbq.Canceled
 				}
 				if !ok || next.LastLock == how {
 					bad("the job left its lease by a call that may not take it")
@@ -418,7 +421,7 @@ func (s *sim) check() *simViolation {
 			case prev.State == fdbq.Pending:
 				switch {
 				case next.State == fdbq.Pending && (op == "add" || op == "addbatch"):
-				case next.State == fdbq.Finished && op == "cancel" && next.Outcome == fdbq.Canceled:
+				case next.State == fdbq.Finished && (op == "cancel" || op == "cancelworkflow") && next.Outcome == fdbq.Canceled:
 				default:
 					bad("a pending job changed by a call that may not change it")
 				}

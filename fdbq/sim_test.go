@@ -20,7 +20,7 @@ import (
 )
 
 // The simulation runs the whole jobs layer as several processes sharing
-// one store, in the manner of FoundationDB's simulation testing: each
+// one store (plain jobs, and workflows: sim_workflow_test.go), in the manner of FoundationDB's simulation testing: each
 // process has a producer, workers, an activity monitor and an operator,
 // its own wall clock (skewed, jumping back and forth), a monotonic clock
 // for its monitor, and its own fault injector (kvtest.FaultyBackend:
@@ -125,6 +125,9 @@ type simConfig struct {
 	// newMonitor: the monitor measures the activity timeout on its own
 	// clock (MonitorOptions.Clock), and the bounds are derived for that.
 	newMonitor bool
+	// workflows: producers add workflows and operators cancel them
+	// (sim_workflow_test.go).
+	workflows bool
 }
 
 func defaultSimConfig() simConfig {
@@ -149,6 +152,7 @@ func defaultSimConfig() simConfig {
 		vary:              true,
 		strictClocks:      newMonitor || os.Getenv("JOBSTAGE_SIM_STRICT_CLOCKS") == "1",
 		newMonitor:        newMonitor,
+		workflows:         true,
 	}
 }
 
@@ -183,6 +187,10 @@ type sim struct {
 	shadow      map[simJobRef]*fdbq.StoredJob
 	shadowOrder []simJobRef
 	typeHist    map[string][]simSettingsAt
+
+	// workflows are those producers added, by id, in wfOrder.
+	workflows map[string]*simWorkflow
+	wfOrder   []string
 
 	draining   bool
 	steps      int
@@ -266,9 +274,10 @@ func newSim(seed uint64, cfg simConfig) (*sim, error) {
 	s := &sim{
 		seed: seed, cfg: cfg, rng: rand.New(rand.NewPCG(seed, seed^0x73696d)), qrng: rand.New(rand.NewPCG(seed, seed^0x7a6f6e)),
 		store: st, plain: kv.NewDB(st, kv.Options{}), keys: newSimKeys(),
-		hist:     &simHistory{names: map[string]string{}},
-		shadow:   map[simJobRef]*fdbq.StoredJob{},
-		typeHist: map[string][]simSettingsAt{},
+		hist:      &simHistory{names: map[string]string{}},
+		shadow:    map[simJobRef]*fdbq.StoredJob{},
+		typeHist:  map[string][]simSettingsAt{},
+		workflows: map[string]*simWorkflow{},
 	}
 	if cfg.vary {
 		s.varyConfig()
@@ -656,6 +665,10 @@ func (s *sim) producerStep(a *simActor) {
 		a.next = s.now + time.Hour
 		return
 	}
+	if s.cfg.workflows && s.rng.IntN(8) == 0 {
+		s.addWorkflow(a)
+		return
+	}
 	if s.rng.IntN(10) < 7 {
 		j := s.newJob(p)
 		s.do(a, "add", s.jobText(j), []simJobRef{{j.Type, j.ID}}, nil, func(ctx context.Context) (string, error) {
@@ -910,6 +923,10 @@ func (s *sim) operatorStep(a *simActor) {
 			})
 			return
 		}
+	}
+	if s.cfg.workflows && len(s.wfOrder) > 0 && s.rng.IntN(25) == 0 {
+		s.cancelWorkflow(a)
+		return
 	}
 	job := s.pickJob()
 	refs := []simJobRef{job}
