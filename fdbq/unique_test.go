@@ -477,3 +477,41 @@ func TestUniqueConcurrentAdders(t *testing.T) {
 		t.Fatal("the fault-injecting store injected no fault")
 	}
 }
+
+// TestUniqueWindowSkewedClocks pins what the README says of Window: it
+// runs from FinishedAt, which the finishing process's clock wrote, to the
+// adding process's now. A finisher whose clock is an hour ahead makes
+// its job count an hour longer; one an hour behind, an hour shorter.
+func TestUniqueWindowSkewedClocks(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		skew time.Duration // of the finisher's clock
+		dup  bool          // whether an add 40 minutes after the finish finds the job
+	}{
+		{"same clocks", 0, true},
+		{"finisher ahead", time.Hour, true},
+		{"finisher behind", -time.Hour, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			adder, clk := newQueue(t)
+			finClock := &clock{now: clk.Now().Add(c.skew)}
+			finisher := fdbq.New(adder.DB(), fdbq.Options{Now: finClock.Now})
+			ctx := context.Background()
+			u := fdbq.Unique{Window: time.Hour}
+			first := mustAdd(t, adder, uniqueJob(`{"bill":1}`, u))
+			// A finisher behind takes the job though its clock says it is not due.
+			ls, err := finisher.Accept(ctx, "email", fdbq.AcceptOptions{Max: 1, MaxScheduledAt: clk.Now().Add(2 * time.Hour)})
+			if err != nil || len(ls) != 1 {
+				t.Fatal(ls, err)
+			}
+			if err := finisher.Finish(ctx, adder.DB(), ls[0], nil); err != nil {
+				t.Fatal(err)
+			}
+			clk.Advance(40 * time.Minute)
+			got := mustAdd(t, adder, uniqueJob(`{"bill":1}`, u))
+			if dup := got.Added == fdbq.AddedDuplicate && got.ID == first.ID; dup != c.dup {
+				t.Fatalf("add 40 minutes after the finish: %s %s, want duplicate %v", got.Added, got.ID, c.dup)
+			}
+		})
+	}
+}
