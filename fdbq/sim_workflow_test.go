@@ -16,11 +16,11 @@ import (
 // other. The rule:
 //
 //   - workflow: a workflow's job is created only by the call that adds
-//     the workflow (a job with no dependency) or by a call that finished
-//     a job (finish, fail, or the monitor's recycle of a job out of
-//     attempts), and then every job it depends on is finished, and
-//     succeeded under CancelDependents — by the commit log, at that
-//     commit; at the end of a drained run every workflow is done, each
+//     the workflow (a job with no dependency) or by a call that ended a
+//     job (finish, fail, the monitor's recycle of a job out of attempts,
+//     cancel, remove), and then every job it depends on has finished (or
+//     was removed), succeeded under CancelDependents, by its last finish
+//     in the commit log up to that commit; at the end of a drained run every workflow is done, each
 //     job that its dependencies allowed ran, and no other did.
 
 // simWorkflow is a workflow a producer added (its call may have failed).
@@ -92,7 +92,7 @@ func (s *sim) cancelWorkflow(a *simActor) {
 
 // workflowCreates says whether op may create a job of a workflow.
 func workflowCreates(op string) bool {
-	return slices.Contains([]string{"addworkflow", "finish", "fail", "sweep"}, op)
+	return slices.Contains([]string{"addworkflow", "finish", "fail", "sweep", "cancel", "remove"}, op)
 }
 
 // checkWorkflows checks the workflow rule over the commit log, and, after
@@ -101,20 +101,26 @@ func (s *sim) checkWorkflows(settled bool) {
 	if len(s.workflows) == 0 {
 		return
 	}
+	// finish is each job's last finish by the log: its outcome, or
+	// "removed" for a job removed before it finished. A job made pending
+	// again (Requeue, an Add of its id) keeps it: its dependents keep
+	// what its finish gave them.
+	finish := map[simJobRef]fdbq.Outcome{}
 	records := map[simJobRef]*fdbq.StoredJob{}
-	// gone holds a removed job's last record: retention removes a
-	// finished job, Remove any.
-	gone := map[simJobRef]*fdbq.StoredJob{}
 	for _, c := range s.hist.log {
 		// A dependency's finish and the job it releases are one commit:
 		// the dependencies are checked as the commit leaves them.
 		for _, w := range c.writes {
-			if w.settings == nil {
-				if w.next == nil && w.prev != nil {
-					gone[w.job] = w.prev
-				}
-				records[w.job] = w.next
+			if w.settings != nil {
+				continue
 			}
+			switch {
+			case w.next != nil && w.next.State == fdbq.Finished && (w.prev == nil || w.prev.State != fdbq.Finished):
+				finish[w.job] = w.next.Outcome
+			case w.next == nil && w.prev != nil && w.prev.State != fdbq.Finished:
+				finish[w.job] = fdbq.OutcomeRemoved
+			}
+			records[w.job] = w.next
 		}
 		for _, w := range c.writes {
 			wf, name, ok := s.workflowJob(w.job)
@@ -127,18 +133,12 @@ func (s *sim) checkWorkflows(settled bool) {
 			}
 			for _, d := range wf.deps[name] {
 				dep := simJobRef{wf.typ[d], fdbq.WorkflowJobID(wf.id, d)}
-				r := records[dep]
-				if r == nil && gone[dep] != nil && gone[dep].State == fdbq.Finished {
-					r = gone[dep] // finished, then removed by retention
-				}
+				o, ok := finish[dep]
 				switch {
-				case r == nil && gone[dep] != nil && wf.policy == fdbq.RunDependents:
-				case r == nil:
-					s.violate("workflow", w.job, c.entry, "c%d: created while its dependency %s does not exist", c.n, d)
-				case r.State != fdbq.Finished:
-					s.violate("workflow", w.job, c.entry, "c%d: created while its dependency %s is %s", c.n, d, r.State)
-				case wf.policy == fdbq.CancelDependents && r.Outcome != fdbq.Succeeded:
-					s.violate("workflow", w.job, c.entry, "c%d: created while its dependency %s is %s (policy cancel)", c.n, d, r.Outcome)
+				case !ok:
+					s.violate("workflow", w.job, c.entry, "c%d: created while its dependency %s has not finished", c.n, d)
+				case wf.policy == fdbq.CancelDependents && o != fdbq.Succeeded:
+					s.violate("workflow", w.job, c.entry, "c%d: created while its dependency %s is %s (policy cancel)", c.n, d, o)
 				}
 			}
 		}
