@@ -564,3 +564,31 @@ func TestSchedulerLoop(t *testing.T) {
 		}
 	}
 }
+
+// TestSchedulerNoSpinOnFailure: a schedule whose tick keeps failing (its
+// type is not registered) is tried again after the retry wait, not at
+// once: RunDue's wake is in the future.
+func TestSchedulerNoSpinOnFailure(t *testing.T) {
+	q, c := newQueue(t)
+	ctx := context.Background()
+	setClock(c, minuteOf(c, 0, 30*time.Second))
+	s := everyMinute("orphan")
+	s.Job.Type = "nosuchtype"
+	if err := q.DeclareSchedule(ctx, q.DB(), s); err != nil {
+		t.Fatal(err)
+	}
+	setClock(c, minuteOf(c, 1, 0))
+	sc := fdbq.NewScheduler(q, fdbq.SchedulerOptions{Logger: slog.New(slog.DiscardHandler), Retry: 5 * time.Second})
+	for i := range 3 {
+		wake, w, err := sc.RunDue(ctx)
+		if w != nil {
+			w.Cancel()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !wake.After(c.Now()) {
+			t.Fatalf("RunDue #%d after a failed tick wakes at %s, not after now %s: the loop spins", i, wake, c.Now())
+		}
+	}
+}

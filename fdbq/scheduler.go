@@ -175,6 +175,7 @@ func (s *Scheduler) RunDue(ctx context.Context) (time.Time, kv.Watch, error) {
 			wake = t
 		}
 	}
+	ticked := map[string]bool{}
 	for _, d := range list {
 		next := d.next
 		if at, ok := s.retryAt[d.name]; ok && at.After(next) {
@@ -194,6 +195,7 @@ func (s *Scheduler) RunDue(ctx context.Context) (time.Time, kv.Watch, error) {
 			}
 			delete(s.failures, d.name)
 			delete(s.retryAt, d.name)
+			ticked[d.name] = true
 			if s.o.OnTick != nil && (len(t.Jobs) > 0 || t.Skipped > 0) {
 				var lag time.Duration
 				if n := len(t.Ticks); n > 0 {
@@ -209,7 +211,7 @@ func (s *Scheduler) RunDue(ctx context.Context) (time.Time, kv.Watch, error) {
 	// A schedule that ticked is read again for its next tick.
 	if len(list) > 0 && (wake.IsZero() || wake.After(q.now())) {
 		for _, d := range list {
-			if !d.next.After(q.now()) {
+			if ticked[d.name] {
 				earliest(q.now())
 				break
 			}
