@@ -84,24 +84,46 @@ func EnqueueManyTx[T Args](ctx context.Context, tr kv.Transactor, c *Client, arg
 	}
 	var out []*fdbq.Job
 	err = tr.Transact(ctx, func(tx kv.Tx) error {
-		var err error
-		out, err = c.q.AddBatch(ctx, tx, jobs)
-		if !errors.Is(err, fdbq.ErrUnknownType) {
+		return c.addDeclaring(ctx, tx, map[string]Defaults{kind: d}, func() error {
+			var err error
+			out, err = c.q.AddBatch(ctx, tx, jobs)
 			return err
-		}
-		// The first add of an unknown type fails before it writes.
-		s, err := d.settings()
-		if err != nil {
-			return fmt.Errorf("jobstage: the Defaults of kind %s: %w", kind, err)
-		}
-		if err := c.q.DeclareType(ctx, tx, kind, s); err != nil {
-			return err
-		}
-		out, err = c.q.AddBatch(ctx, tx, jobs)
-		return err
+		})
 	})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// addDeclaring runs add in tx; when it fails because a kind is not
+// registered (the first add of an unknown type fails before it writes),
+// it registers the kinds of kinds that are not, with their Defaults, and
+// runs add again. A kind that exists keeps its settings.
+func (c *Client) addDeclaring(ctx context.Context, tx kv.Tx, kinds map[string]Defaults, add func() error) error {
+	err := add()
+	if !errors.Is(err, fdbq.ErrUnknownType) {
+		return err
+	}
+	for kind, d := range kinds {
+		if err := c.declareUnknown(ctx, tx, kind, d); err != nil {
+			return err
+		}
+	}
+	return add()
+}
+
+// declareUnknown registers kind with its Defaults in tr, unless it is
+// registered already (then its settings, an operator's or a config's,
+// stay).
+func (c *Client) declareUnknown(ctx context.Context, tr kv.Transactor, kind string, d Defaults) error {
+	_, err := c.q.GetType(ctx, tr, kind)
+	if !errors.Is(err, fdbq.ErrUnknownType) {
+		return err
+	}
+	s, err := d.settings()
+	if err != nil {
+		return fmt.Errorf("jobstage: the Defaults of kind %s: %w", kind, err)
+	}
+	return c.q.DeclareType(ctx, tr, kind, s)
 }

@@ -220,12 +220,8 @@ func (c *Client) Start(ctx context.Context) error {
 		if !c.known[s.kind] {
 			// A kind only scheduled here is registered with its defaults,
 			// as its first Enqueue would; one that exists keeps its settings.
-			if _, err := c.q.GetType(ctx, c.db, s.kind); errors.Is(err, fdbq.ErrUnknownType) {
-				if err := c.q.DeclareType(ctx, c.db, s.kind, s.settings); err != nil {
-					return fmt.Errorf("jobstage: register kind %s: %w", s.kind, err)
-				}
-			} else if err != nil {
-				return fmt.Errorf("jobstage: kind %s: %w", s.kind, err)
+			if err := c.declareUnknown(ctx, c.db, s.kind, s.defaults); err != nil {
+				return fmt.Errorf("jobstage: register kind %s: %w", s.kind, err)
 			}
 		}
 		if err := c.q.DeclareSchedule(ctx, c.db, s.s); err != nil {

@@ -64,8 +64,7 @@ func Periodic[T Args](c *Client, s Schedule[T]) error {
 	if err := fdbq.ValidateSchedule(fs); err != nil {
 		return fmt.Errorf("jobstage: %w", err)
 	}
-	settings, err := d.settings()
-	if err != nil {
+	if _, err := d.settings(); err != nil {
 		return fmt.Errorf("jobstage: the Defaults of kind %s: %w", kind, err)
 	}
 	c.mu.Lock()
@@ -78,7 +77,7 @@ func Periodic[T Args](c *Client, s Schedule[T]) error {
 			return fmt.Errorf("jobstage: schedule %s registered twice", s.Name)
 		}
 	}
-	c.schedules = append(c.schedules, clientSchedule{s: fs, kind: kind, settings: settings})
+	c.schedules = append(c.schedules, clientSchedule{s: fs, kind: kind, defaults: d})
 	return nil
 }
 
@@ -87,5 +86,5 @@ func Periodic[T Args](c *Client, s Schedule[T]) error {
 type clientSchedule struct {
 	s        fdbq.Schedule
 	kind     string
-	settings fdbq.TypeSettings
+	defaults Defaults
 }

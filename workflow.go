@@ -3,7 +3,6 @@ package jobstage
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -79,22 +78,11 @@ func EnqueueWorkflowTx(ctx context.Context, tr kv.Transactor, c *Client, w *Work
 	nw := fdbq.NewWorkflow{ID: w.ID, Policy: w.Policy, Jobs: w.jobs}
 	var out *fdbq.WorkflowInfo
 	err := tr.Transact(ctx, func(tx kv.Tx) error {
-		for kind, d := range w.kinds {
-			if _, err := c.q.GetType(ctx, tx, kind); errors.Is(err, fdbq.ErrUnknownType) {
-				s, err := d.settings()
-				if err != nil {
-					return fmt.Errorf("jobstage: the Defaults of kind %s: %w", kind, err)
-				}
-				if err := c.q.DeclareType(ctx, tx, kind, s); err != nil {
-					return err
-				}
-			} else if err != nil {
-				return err
-			}
-		}
-		var err error
-		out, err = c.q.AddWorkflow(ctx, tx, nw)
-		return err
+		return c.addDeclaring(ctx, tx, w.kinds, func() error {
+			var err error
+			out, err = c.q.AddWorkflow(ctx, tx, nw)
+			return err
+		})
 	})
 	return out, err
 }

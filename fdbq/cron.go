@@ -52,9 +52,9 @@ func parseTiming(expr, tz string, every time.Duration) (timing, error) {
 	}
 	loc := time.UTC
 	if tz != "" {
-		// time.LoadLocation also takes "Local" and file paths; a
+		// time.LoadLocation also takes "Local" (it refuses paths); a
 		// schedule's zone must mean the same on every machine.
-		if tz == "Local" || strings.ContainsAny(tz, `\.`) && !strings.Contains(tz, "/") {
+		if tz == "Local" {
 			return timing{}, errorf(ErrInvalidSchedule, "time zone %q: give an IANA name such as Europe/Paris or UTC", tz)
 		}
 		l, err := time.LoadLocation(tz)

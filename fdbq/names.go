@@ -21,19 +21,25 @@ const MaxTypeNameSize = 128
 // character but a letter or digit becomes '_'). This set is safe in all of
 // them without escaping.
 func ValidateTypeName(name string) error {
-	const what = "type name"
-	if err := checkSize(what, name, MaxTypeNameSize); err != nil {
+	return validateName(ErrInvalidJob, "type name", name, MaxTypeNameSize)
+}
+
+// validateName checks a name of the type names' rules (see
+// ValidateTypeName) of at most limit bytes: what names it in the error,
+// of sentinel err ("schedule name", ErrInvalidSchedule).
+func validateName(sentinel error, what, name string, limit int) error {
+	if err := checkSize(sentinel, what, name, limit); err != nil {
 		return err
 	}
 	for i := 0; i < len(name); {
 		r, n := utf8.DecodeRuneInString(name[i:])
 		switch {
 		case r == utf8.RuneError && n == 1:
-			return notUTF8(what, name, i)
+			return notUTF8(sentinel, what, name, i)
 		case i == 0 && !isAlnum(r):
-			return errorf(ErrInvalidJob, "%s %q starts with %q; it must start with a letter or a digit", what, name, r)
+			return errorf(sentinel, "%s %q starts with %q; it must start with a letter or a digit", what, name, r)
 		case !isAlnum(r) && r != '_' && r != '-' && r != '.':
-			return errorf(ErrInvalidJob, "%s %q has %q at byte %d; use ASCII letters, digits, '_', '-' and '.'", what, name, r, i)
+			return errorf(sentinel, "%s %q has %q at byte %d; use ASCII letters, digits, '_', '-' and '.'", what, name, r, i)
 		}
 		i += n
 	}
@@ -53,14 +59,14 @@ func ValidateID(id string) error { return validateText("job id", id, MaxIDSize) 
 // validateText checks that s is 1 to limit bytes of valid UTF-8 without
 // control characters; what names s in the error.
 func validateText(what, s string, limit int) error {
-	if err := checkSize(what, s, limit); err != nil {
+	if err := checkSize(ErrInvalidJob, what, s, limit); err != nil {
 		return err
 	}
 	for i := 0; i < len(s); {
 		r, n := utf8.DecodeRuneInString(s[i:])
 		switch {
 		case r == utf8.RuneError && n == 1:
-			return notUTF8(what, s, i)
+			return notUTF8(ErrInvalidJob, what, s, i)
 		case unicode.IsControl(r):
 			return errorf(ErrInvalidJob, "%s %q has a control character at byte %d", what, s, i)
 		}
@@ -86,18 +92,18 @@ func checkName(what, s string) error {
 	return ValidateID(s)
 }
 
-func checkSize(what, s string, limit int) error {
+func checkSize(sentinel error, what, s string, limit int) error {
 	if s == "" {
-		return errorf(ErrInvalidJob, "empty %s", what)
+		return errorf(sentinel, "empty %s", what)
 	}
 	if len(s) > limit {
-		return errorf(ErrInvalidJob, "%s of %d bytes is longer than %d", what, len(s), limit)
+		return errorf(sentinel, "%s of %d bytes is longer than %d", what, len(s), limit)
 	}
 	return nil
 }
 
-func notUTF8(what, s string, at int) error {
-	return errorf(ErrInvalidJob, "%s %q is not valid UTF-8 at byte %d", what, s, at)
+func notUTF8(sentinel error, what, s string, at int) error {
+	return errorf(sentinel, "%s %q is not valid UTF-8 at byte %d", what, s, at)
 }
 
 func isAlnum(r rune) bool {

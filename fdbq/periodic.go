@@ -39,22 +39,11 @@ const (
 
 var missedNames = []string{"once", "skip", "each"}
 
-func (m Missed) String() string {
-	if m >= 0 && int(m) < len(missedNames) {
-		return missedNames[m]
-	}
-	return fmt.Sprintf("Missed(%d)", int(m))
-}
+func (m Missed) String() string { return enumName(missedNames, m, "Missed") }
 
 // ParseMissed reads "once", "skip" or "each" ("" is once).
 func ParseMissed(s string) (Missed, error) {
-	if s == "" {
-		return MissedOnce, nil
-	}
-	if i := slices.Index(missedNames, s); i >= 0 {
-		return Missed(i), nil
-	}
-	return 0, errorf(ErrInvalidSchedule, "missed-tick policy %q: use once, skip or each", s)
+	return parseEnum[Missed](missedNames, s, ErrInvalidSchedule, "missed-tick policy")
 }
 
 // Limits and defaults of schedules.
@@ -122,17 +111,7 @@ type Schedule struct {
 // ValidateScheduleName reports what is wrong with a schedule's name; nil
 // when nothing is.
 func ValidateScheduleName(name string) error {
-	if len(name) > MaxScheduleNameSize {
-		return errorf(ErrInvalidSchedule, "schedule name of %d bytes is longer than %d", len(name), MaxScheduleNameSize)
-	}
-	if err := ValidateTypeName(name); err != nil {
-		var e *Error
-		if errors.As(err, &e) {
-			return &Error{Err: ErrInvalidSchedule, Detail: strings.Replace(e.Detail, "type name", "schedule name", 1)}
-		}
-		return err
-	}
-	return nil
+	return validateName(ErrInvalidSchedule, "schedule name", name, MaxScheduleNameSize)
 }
 
 // prepared is a checked schedule with its timing.
@@ -140,6 +119,9 @@ type preparedSchedule struct {
 	Schedule
 	timing timing
 	perTx  int // jobs a tick transaction adds at most
+	// job is Job prepared (its data canonical, its unique digest made):
+	// each tick copies it and gives it its id and time.
+	job NewJob
 }
 
 // ValidateSchedule reports what is wrong with a schedule, as an
@@ -182,7 +164,7 @@ func prepareSchedule(s Schedule) (*preparedSchedule, error) {
 		s.MissedLimit = DefaultMissedLimit
 	}
 	perTx := min(maxTickJobs, max(1, maxTickBytes/(len(s.Job.Data)+1024)))
-	return &preparedSchedule{Schedule: s, timing: t, perTx: perTx}, nil
+	return &preparedSchedule{Schedule: s, timing: t, perTx: perTx, job: j}, nil
 }
 
 func withSchedule(name string, err error) error {
@@ -201,11 +183,8 @@ func TickID(schedule string, t time.Time) string {
 // scheduleRecord is what the store holds for a schedule: its definition
 // and its state, JSON (schedules are few and read rarely).
 type scheduleRecord struct {
-	Def storedSchedule `json:"def"`
-	// Timing is the definition's timing as text: a change of it starts
-	// the schedule afresh from the time of the change.
-	Timing string `json:"timing"`
-	Paused bool   `json:"paused,omitempty"`
+	Def    storedSchedule `json:"def"`
+	Paused bool           `json:"paused,omitempty"`
 	// Last: every tick at or before it (ms) is handled, by a job or
 	// skipped.
 	Last int64 `json:"last"`
@@ -242,13 +221,6 @@ func (d storedSchedule) schedule(name string) Schedule {
 	return Schedule{Name: name, Cron: d.Cron, Timezone: d.Timezone, Every: d.Every,
 		Job:    NewJob{Type: d.Type, Data: d.Data, Priority: d.Priority, MaxAttempts: d.MaxAttempts, Retry: d.Retry, Key: d.Key, Unique: d.Unique},
 		Missed: d.Missed, MissedLimit: d.MissedLimit, Grace: d.Grace}
-}
-
-func timingText(s Schedule) string {
-	if s.Every != 0 {
-		return "every " + s.Every.String()
-	}
-	return s.Cron + " in " + s.Timezone
 }
 
 // loadSchedule reads a schedule's record and prepares its definition.
@@ -301,10 +273,11 @@ func (q *Queue) DeclareSchedule(ctx context.Context, tr kv.Transactor, s Schedul
 			return err
 		}
 		now := q.nowMs()
-		r := &scheduleRecord{Def: storeSchedule(p), Timing: timingText(p.Schedule), Last: now}
+		r := &scheduleRecord{Def: storeSchedule(p), Last: now}
 		if old != nil {
 			r.Paused, r.LastJob, r.LastFired, r.Fired, r.Skipped = old.Paused, old.LastJob, old.LastFired, old.Fired, old.Skipped
-			if old.Timing == r.Timing {
+			// A change of timing starts the schedule afresh from now.
+			if old.Def.Cron == r.Def.Cron && old.Def.Timezone == r.Def.Timezone && old.Def.Every == r.Def.Every {
 				r.Last = old.Last
 			}
 			a, _ := json.Marshal(old)
@@ -531,12 +504,10 @@ func (q *Queue) tick(tx kv.Tx, name string, now time.Time, token string) (*Tick,
 	marked := &zoneMarks{}
 	written := map[[2]string]bool{}
 	for _, t := range fire {
-		j := p.Job
+		// TickID is a valid id: a schedule name and a fixed-size time.
+		j := p.job
 		j.ID = TickID(name, t)
 		j.ScheduledAt = time.UnixMilli(t.UnixMilli())
-		if err := prepareJob(&j); err != nil {
-			return nil, fmt.Errorf("schedule %s: %w", name, err)
-		}
 		old, err := q.load(tx, j.Type, j.ID)
 		if err != nil {
 			return nil, fmt.Errorf("schedule %s: %w", name, err)
@@ -567,6 +538,26 @@ func (q *Queue) tick(tx kv.Tx, name string, now time.Time, token string) (*Tick,
 		r.LastJob, r.LastFired = out.Jobs[len(out.Jobs)-1], fire[len(fire)-1].UnixMilli()
 	}
 	return out, q.putSchedule(tx, name, r)
+}
+
+// enumName is v's name in names, the names of an enum of type typ.
+func enumName[E ~int](names []string, v E, typ string) string {
+	if v >= 0 && int(v) < len(names) {
+		return names[v]
+	}
+	return fmt.Sprintf("%s(%d)", typ, int(v))
+}
+
+// parseEnum reads one of names ("" is the first), or fails with an error
+// of sentinel naming what and the names.
+func parseEnum[E ~int](names []string, s string, sentinel error, what string) (E, error) {
+	if s == "" {
+		return 0, nil
+	}
+	if i := slices.Index(names, s); i >= 0 {
+		return E(i), nil
+	}
+	return 0, errorf(sentinel, "%s %q: use %s or %s", what, s, strings.Join(names[:len(names)-1], ", "), names[len(names)-1])
 }
 
 // enumerate returns the ticks in (from, to], at most n of them.

@@ -6,15 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/internal/jobtest"
 	"github.com/jobstage/jobstage/kv"
 	"github.com/jobstage/jobstage/kv/kvtest"
 )
@@ -397,14 +396,7 @@ func TestScheduleCorruptRecord(t *testing.T) {
 // job, and none is missing (MissedEach, with a limit above any gap).
 // JOBSTAGE_SEED replays the faults and the clock's steps.
 func TestSchedulersConcurrent(t *testing.T) {
-	seed := time.Now().UnixNano()
-	if s := os.Getenv("JOBSTAGE_SEED"); s != "" {
-		n, err := strconv.ParseInt(s, 0, 64)
-		if err != nil {
-			t.Fatalf("JOBSTAGE_SEED=%q: %v", s, err)
-		}
-		seed = n
-	}
+	seed := int64(jobtest.Seed(t))
 	t.Logf("seed %d (JOBSTAGE_SEED replays it)", seed)
 	base := openDisk(t, t.TempDir())
 	ctx := context.Background()

@@ -5,13 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/internal/jobtest"
 	"github.com/jobstage/jobstage/kv"
 	"github.com/jobstage/jobstage/kv/kvtest"
 )
@@ -410,14 +409,7 @@ func TestUniqueConcurrentAdders(t *testing.T) {
 	for round := range rounds {
 		// The seed draws the faults (JOBSTAGE_SEED replays them; the
 		// goroutines' interleaving is the scheduler's).
-		seed := time.Now().UnixNano()
-		if s := os.Getenv("JOBSTAGE_SEED"); s != "" {
-			n, err := strconv.ParseInt(s, 0, 64)
-			if err != nil {
-				t.Fatalf("JOBSTAGE_SEED=%q: %v", s, err)
-			}
-			seed = n
-		}
+		seed := int64(jobtest.Seed(t))
 		db, faults := base, (*kvtest.FaultyBackend)(nil)
 		if round%2 == 1 {
 			db, faults = kvtest.NewFaultyDB(base, kvtest.DefaultFaultOptions(seed))

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -57,22 +56,11 @@ const (
 
 var policyNames = []string{"cancel", "run"}
 
-func (p WorkflowPolicy) String() string {
-	if p >= 0 && int(p) < len(policyNames) {
-		return policyNames[p]
-	}
-	return fmt.Sprintf("WorkflowPolicy(%d)", int(p))
-}
+func (p WorkflowPolicy) String() string { return enumName(policyNames, p, "WorkflowPolicy") }
 
 // ParseWorkflowPolicy reads "cancel" or "run" ("" is cancel).
 func ParseWorkflowPolicy(s string) (WorkflowPolicy, error) {
-	if s == "" {
-		return CancelDependents, nil
-	}
-	if i := slices.Index(policyNames, s); i >= 0 {
-		return WorkflowPolicy(i), nil
-	}
-	return 0, errorf(ErrInvalidWorkflow, "policy %q: use cancel or run", s)
+	return parseEnum[WorkflowPolicy](policyNames, s, ErrInvalidWorkflow, "policy")
 }
 
 // NewWorkflow is a set of jobs with dependencies (a DAG), added in one
@@ -192,17 +180,7 @@ func (k keys) workflow(id string) tuple.Subspace { return k.root.Sub(tagWorkflow
 func WorkflowJobID(id, name string) string { return id + ":" + name }
 
 func checkWorkflowName(what, s string, limit int) error {
-	if len(s) > limit {
-		return errorf(ErrInvalidWorkflow, "%s of %d bytes is longer than %d", what, len(s), limit)
-	}
-	if err := ValidateTypeName(s); err != nil {
-		var e *Error
-		if errors.As(err, &e) {
-			return &Error{Err: ErrInvalidWorkflow, Detail: strings.Replace(e.Detail, "type name", what, 1)}
-		}
-		return err
-	}
-	return nil
+	return validateName(ErrInvalidWorkflow, what, s, limit)
 }
 
 // ValidateWorkflowID reports what is wrong with a workflow id.

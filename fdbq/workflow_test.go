@@ -7,14 +7,13 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/internal/jobtest"
 	"github.com/jobstage/jobstage/kv/kvtest"
 )
 
@@ -312,14 +311,7 @@ func TestWorkflowAddRunTwice(t *testing.T) {
 // and the others were skipped: none is left waiting. JOBSTAGE_SEED
 // replays the workflows and the faults.
 func TestWorkflowsConcurrent(t *testing.T) {
-	seed := time.Now().UnixNano()
-	if s := os.Getenv("JOBSTAGE_SEED"); s != "" {
-		n, err := strconv.ParseInt(s, 0, 64)
-		if err != nil {
-			t.Fatalf("JOBSTAGE_SEED=%q: %v", s, err)
-		}
-		seed = n
-	}
+	seed := int64(jobtest.Seed(t))
 	t.Logf("seed %d (JOBSTAGE_SEED replays it)", seed)
 	rnd := rand.New(rand.NewPCG(uint64(seed), 23))
 	base := openDisk(t, t.TempDir())

@@ -60,14 +60,7 @@ func TestKillNineLoop(t *testing.T) {
 		}
 		cycles = n
 	}
-	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv("JOBSTAGE_KILL_SEED"); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			t.Fatalf("JOBSTAGE_KILL_SEED=%q: want an unsigned integer", v)
-		}
-		seed = n
-	}
+	seed := killSeed(t)
 	t.Logf("seed %d (JOBSTAGE_KILL_SEED=%d replays), %d cycles", seed, seed, cycles)
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -378,4 +371,18 @@ func running(pid int, st string) bool {
 	}
 	f := strings.Fields(string(b[i+1:])) // from field 3, the state
 	return len(f) > 19 && f[0] != "Z" && f[0] != "X" && f[19] == st
+}
+
+// killSeed is the seed of a kill test's random choices:
+// JOBSTAGE_KILL_SEED if set (to replay one), else a new one.
+func killSeed(t *testing.T) uint64 {
+	t.Helper()
+	if v := os.Getenv("JOBSTAGE_KILL_SEED"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("JOBSTAGE_KILL_SEED=%q: want an unsigned integer", v)
+		}
+		return n
+	}
+	return uint64(time.Now().UnixNano())
 }

@@ -60,14 +60,7 @@ func TestScheduleKillNine(t *testing.T) {
 		}
 		run = time.Duration(n) * time.Second
 	}
-	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv("JOBSTAGE_KILL_SEED"); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			t.Fatalf("JOBSTAGE_KILL_SEED=%q: want an unsigned integer", v)
-		}
-		seed = n
-	}
+	seed := killSeed(t)
 	t.Logf("seed %d (JOBSTAGE_KILL_SEED=%d replays the delays)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, 7))
 	var rngMu sync.Mutex
