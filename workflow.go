@@ -88,12 +88,16 @@ func EnqueueWorkflowTx(ctx context.Context, tr kv.Transactor, c *Client, w *Work
 }
 
 // WaitWorkflow waits until every job of workflow id is finished or
-// skipped, or ctx ends; it watches the workflow, never polls.
+// skipped, or ctx ends (then it returns the workflow as it is and ctx's
+// error, as Wait does); it watches the workflow, never polls.
 func WaitWorkflow(ctx context.Context, c *Client, id string) (*fdbq.WorkflowInfo, error) {
 	for {
 		in, err := c.q.WaitWorkflow(ctx, id, time.Minute)
-		if err != nil || in.Done || ctx.Err() != nil {
+		switch {
+		case err != nil || in.Done:
 			return in, err
+		case ctx.Err() != nil:
+			return in, ctx.Err()
 		}
 	}
 }

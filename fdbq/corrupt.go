@@ -135,6 +135,9 @@ func (q *Queue) dropUnreadable(tx kv.Tx, typ, id string, b []byte, loc *located)
 		}
 	}
 	tx.Clear(q.k.job(typ, id))
+	if err := q.stepUnreadable(tx, typ, id); err != nil {
+		return false, err
+	}
 	return true, q.changed(tx, typ)
 }
 

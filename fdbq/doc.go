@@ -167,11 +167,15 @@
 //	                                      transaction, by declare, pause, resume; cleared by delete
 //	(P, 22)                               int64 LE: bumped by every declare, pause, resume and delete
 //	                                      of a schedule; schedulers watch it
-//	(P, 23, wf, 0)                        JSON: a workflow's record: policy, creation, canceled, its
-//	                                      jobs' names in order (see Workflows)
-//	(P, 23, wf, 1, name)                  JSON: one of its jobs: the job to add (type, data, options),
-//	                                      its dependencies, how many are not done, and its state
-//	                                      (waiting, added, done with an outcome, skipped)
+//	(P, 23, wf, 0)                        JSON: a workflow's record: policy, creation, canceled (see
+//	                                      Workflows); read by every step of the workflow, so small
+//	(P, 23, wf, 1, name)                  JSON: one of its jobs: the job to add (type, options, and its
+//	                                      data until the job is added), its dependencies, how many are
+//	                                      not done, its state (waiting, added, done with an outcome,
+//	                                      skipped) and whether its first finish was given to its
+//	                                      dependents
+//	(P, 23, wf, 4)                        JSON: the workflow's jobs' names in order, for inspection
+//	                                      and cancel
 //	(P, 23, wf, 2, parent, child)         empty: child depends on parent, read by a range when parent
 //	                                      finishes
 //	(P, 23, wf, 3)                        int64 LE: the jobs done or skipped, by atomic adds (no
@@ -594,13 +598,19 @@
 // both write that job's node and conflict; one retries.
 //
 // A job removed before it finished counts as not succeeded (outcome
-// removed). A finished job made pending again (Requeue, or Add of its id)
-// is done no more, but its dependents keep what its finish gave them. A
+// removed), an unreadable record removed too. A finished job made pending
+// again (Requeue, or Add of its id) is done no more, but its dependents
+// keep what its first finish gave them: a later finish is not given
+// again. A waiting job whose own record is damaged, or whose id a job of
+// no workflow took, is logged and skipped with its dependents, so that a
+// damaged workflow still ends and never stops a finish. Every job id of
+// a workflow must be free when it is added. A
 // dependent's ScheduledAt holds it back once added. CancelWorkflow skips
 // the waiting jobs and cancels the pending and running ones in one
 // transaction. Limits, so that a workflow fits one transaction with room
 // to spare: MaxWorkflowJobs (1000), MaxWorkflowDependencies (10,000),
-// MaxWorkflowBytes (4 MiB of data); past them AddWorkflow fails with
+// MaxWorkflowBytes (4 MiB of data), and one job's data and dependency
+// names fit a record (kv.MaxValueSize); past them AddWorkflow fails with
 // ErrDataTooLarge naming the limit, and adds nothing. A job's
 // dependencies' results are read with Parents while they are kept
 // (their type's retention).

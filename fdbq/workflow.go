@@ -141,7 +141,7 @@ type workflowHeader struct {
 	Policy   WorkflowPolicy `json:"policy"`
 	Created  int64          `json:"created"`
 	Canceled bool           `json:"canceled,omitempty"`
-	Names    []string       `json:"names"`
+	Names    []string       `json:"-"` // stored at (P, 23, id, 4): a step reads the header, not the names
 	// Token is the AddWorkflow call's, so that the call run again after
 	// its commit applied answers the workflow, not that it exists.
 	Token string `json:"token"`
@@ -161,6 +161,9 @@ type workflowNode struct {
 	Remaining int     `json:"remaining"`
 	State     string  `json:"state"`
 	Outcome   Outcome `json:"outcome,omitempty"`
+	// Given: the job's first finish was given to its dependents; a later
+	// one (after Requeue or an Add of its id) is not given again.
+	Given bool `json:"given,omitempty"`
 }
 
 // Keys: (P, 23, id, 0) the header; (P, 23, id, 1, name) a node;
@@ -172,6 +175,7 @@ const (
 	wfNode    = 1
 	wfEdge    = 2
 	wfCounter = 3
+	wfNames   = 4
 )
 
 func (k keys) workflow(id string) tuple.Subspace { return k.root.Sub(tagWorkflows, id) }
@@ -229,6 +233,12 @@ func prepareWorkflow(w *NewWorkflow) ([]NewJob, error) {
 		}
 		nj.workflow = true
 		jobs[i] = nj
+		if b, err := json.Marshal(workflowNode{Type: nj.Type, Data: nj.Data, Priority: nj.Priority, Key: nj.Key, MaxAttempts: nj.MaxAttempts,
+			Retry: nj.Retry, ScheduledAt: toMs(nj.ScheduledAt), DependsOn: j.DependsOn, Remaining: len(j.DependsOn), State: NodeWaiting}); err != nil {
+			return nil, err
+		} else if len(b) > kv.MaxValueSize {
+			return nil, errorf(ErrDataTooLarge, "workflow %s, job %s: its data and dependencies take %d bytes, more than a record's %d", w.ID, j.Name, len(b), kv.MaxValueSize)
+		}
 		deps += len(j.DependsOn)
 		bytes += len(nj.Data)
 	}
@@ -339,16 +349,18 @@ func (q *Queue) AddWorkflow(ctx context.Context, tr kv.Transactor, w NewWorkflow
 			}
 			n := workflowNode{Type: j.Type, Data: j.Data, Priority: j.Priority, Key: j.Key, MaxAttempts: j.MaxAttempts,
 				Retry: j.Retry, ScheduledAt: toMs(j.ScheduledAt), DependsOn: wj.DependsOn, Remaining: len(wj.DependsOn), State: NodeWaiting}
+			// Every job's id must be free, not only the ones added now: a
+			// job of no workflow at a waiting job's id would take its place.
+			if old, err := q.load(tx, j.Type, j.ID); err != nil && !errors.Is(err, ErrCorrupt) {
+				return struct{}{}, err
+			} else if old != nil || err != nil {
+				return struct{}{}, errorf(ErrWorkflowExists, "workflow %s: job %s/%s exists", w.ID, j.Type, j.ID)
+			}
 			if n.Remaining == 0 {
-				if old, err := q.load(tx, j.Type, j.ID); err != nil {
-					return struct{}{}, err
-				} else if old != nil {
-					return struct{}{}, errorf(ErrWorkflowExists, "workflow %s: job %s/%s exists", w.ID, j.Type, j.ID)
-				}
 				if _, err := q.add(tx, j, settings[j.Type], marked[j.Type], now, token, false); err != nil {
 					return struct{}{}, err
 				}
-				n.State = NodeAdded
+				n.State, n.Data = NodeAdded, nil // the job holds it now
 			}
 			if err := q.putNode(tx, w.ID, wj.Name, &n); err != nil {
 				return struct{}{}, err
@@ -362,6 +374,11 @@ func (q *Queue) AddWorkflow(ctx context.Context, tr kv.Transactor, w NewWorkflow
 			return struct{}{}, err
 		}
 		tx.Set(sub.MustPack(tuple.Tuple{wfHeader}), b)
+		nb, err := json.Marshal(h.Names)
+		if err != nil {
+			return struct{}{}, err
+		}
+		tx.Set(sub.MustPack(tuple.Tuple{wfNames}), nb)
 		return struct{}{}, nil
 	})
 	if err != nil {
@@ -389,6 +406,17 @@ func (q *Queue) loadNode(tx kv.ReadTx, wf, name string) (*workflowNode, error) {
 		return nil, &Error{Err: ErrCorrupt, Detail: fmt.Sprintf("workflow %s, job %s: %v", wf, name, err), Cause: err}
 	}
 	return &n, nil
+}
+
+func (q *Queue) loadNames(tx kv.ReadTx, wf string, h *workflowHeader) error {
+	b, err := tx.Get(q.k.workflow(wf).MustPack(tuple.Tuple{wfNames}))
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, &h.Names); err != nil {
+		return &Error{Err: ErrCorrupt, Detail: fmt.Sprintf("workflow %s: its names: %v", wf, err), Cause: err}
+	}
+	return nil
 }
 
 func (q *Queue) loadHeader(tx kv.ReadTx, wf string) (*workflowHeader, error) {
@@ -457,11 +485,15 @@ func (q *Queue) workflowStep(tx kv.Tx, id string, outcome Outcome) error {
 	if n.State == NodeDone || n.State == NodeSkipped {
 		return nil
 	}
-	n.State, n.Outcome = NodeDone, outcome
+	given := n.Given
+	n.State, n.Outcome, n.Given = NodeDone, outcome, true
 	if err := q.putNode(tx, wf, name, n); err != nil {
 		return err
 	}
 	tx.Add(counter, 1)
+	if given {
+		return nil // its dependents keep what its first finish gave them
+	}
 	children, err := q.children(tx, wf, name)
 	if err != nil {
 		return err
@@ -497,17 +529,30 @@ func (q *Queue) workflowStep(tx kv.Tx, id string, outcome Outcome) error {
 	return nil
 }
 
-// addNode adds a node's job, now that its dependencies are done.
+// addNode adds a node's job, now that its dependencies are done. A node
+// whose job cannot be made (damaged, or its id taken by a job of no
+// workflow) is logged and skipped with its dependents, so that the
+// workflow still ends.
 func (q *Queue) addNode(tx kv.Tx, wf, name string, n *workflowNode) error {
 	j := NewJob{Type: n.Type, ID: WorkflowJobID(wf, name), Data: n.Data, Priority: n.Priority, Key: n.Key,
-		MaxAttempts: n.MaxAttempts, Retry: n.Retry, workflow: true}
+		MaxAttempts: n.MaxAttempts, Retry: n.Retry}
 	if n.ScheduledAt != 0 {
 		j.ScheduledAt = time.UnixMilli(n.ScheduledAt)
 	}
+	skip := func(err error) error {
+		if err := q.workflowDamage(wf, name, err); err != nil {
+			return err
+		}
+		return q.skipNodes(tx, wf, name, n)
+	}
+	if err := prepareJob(&j); err != nil {
+		return skip(&Error{Err: ErrCorrupt, Detail: fmt.Sprintf("workflow %s, job %s: %v", wf, name, err), Cause: err})
+	}
+	j.workflow = true
 	s, err := q.settings(tx, n.Type)
 	if err != nil {
 		if errors.Is(err, ErrUnknownType) || errors.Is(err, ErrCorrupt) {
-			return q.workflowDamage(wf, name, err)
+			return skip(err)
 		}
 		return err
 	}
@@ -515,12 +560,21 @@ func (q *Queue) addNode(tx kv.Tx, wf, name string, n *workflowNode) error {
 	if err != nil && !errors.Is(err, ErrCorrupt) {
 		return err
 	}
-	if old == nil && err == nil {
+	if err != nil || old != nil && !old.Workflow {
+		if err == nil {
+			err = errorf(ErrCorrupt, "workflow %s, job %s: its id %s/%s is taken by a job of no workflow", wf, name, j.Type, j.ID)
+		}
+		return skip(err)
+	}
+	if old == nil {
 		if _, err := q.add(tx, j, &s, &zoneMarks{}, q.nowMs(), newToken(), false); err != nil {
+			if errors.Is(err, ErrDataTooLarge) || errors.Is(err, ErrInvalidJob) {
+				return skip(&Error{Err: ErrCorrupt, Detail: fmt.Sprintf("workflow %s, job %s: %v", wf, name, err), Cause: err})
+			}
 			return err
 		}
 	}
-	n.State, n.Remaining = NodeAdded, 0
+	n.State, n.Remaining, n.Data = NodeAdded, 0, nil // the job holds its data now
 	return q.putNode(tx, wf, name, n)
 }
 
@@ -560,6 +614,24 @@ func (q *Queue) skipNodes(tx kv.Tx, wf, name string, n *workflowNode) error {
 	return nil
 }
 
+// stepUnreadable is run when Remove clears the unreadable record of job
+// id of typ: if it was the added job of a workflow's node, the workflow
+// learns that it was removed.
+func (q *Queue) stepUnreadable(tx kv.Tx, typ, id string) error {
+	wf, name, ok := strings.Cut(id, ":")
+	if !ok || ValidateWorkflowID(wf) != nil {
+		return nil
+	}
+	n, err := q.loadNode(tx, wf, name)
+	if err != nil && !errors.Is(err, ErrCorrupt) {
+		return err
+	}
+	if err != nil || n == nil || n.Type != typ || n.State != NodeAdded {
+		return nil // not a workflow's job, or one it cannot follow
+	}
+	return q.workflowStep(tx, id, OutcomeRemoved)
+}
+
 // workflowDamage logs what a workflow step could not read and lets the
 // step go on; a store error (to retry) is returned.
 func (q *Queue) workflowDamage(wf, name string, err error) error {
@@ -591,6 +663,9 @@ func (q *Queue) workflowInfo(tx kv.ReadTx, id string) (*WorkflowInfo, error) {
 	}
 	if h == nil {
 		return nil, errorf(ErrUnknownWorkflow, "%s", id)
+	}
+	if err := q.loadNames(tx, id, h); err != nil {
+		return nil, err
 	}
 	in := &WorkflowInfo{ID: id, Policy: h.Policy, CreatedAt: time.UnixMilli(h.Created).UTC(), Canceled: h.Canceled, Done: true}
 	sub := q.k.workflow(id).Sub(wfNode)
@@ -654,6 +729,9 @@ func (q *Queue) CancelWorkflow(ctx context.Context, tr kv.Transactor, id string)
 		}
 		if h == nil {
 			return nil, errorf(ErrUnknownWorkflow, "%s", id)
+		}
+		if err := q.loadNames(tx, id, h); err != nil {
+			return nil, err
 		}
 		if !h.Canceled {
 			h.Canceled = true

@@ -463,6 +463,9 @@ func (s *Server) classify(r *http.Request, pattern string, err error) *APIError 
 		return &APIError{Status: http.StatusNotFound, Code: CodeNotFound, Message: "no job " + fdbqDetail(err)}
 	case errors.Is(err, fdbq.ErrDataTooLarge):
 		return &APIError{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge, Message: fdbqDetail(err)}
+	case errors.Is(err, kv.ErrValueTooLarge):
+		return &APIError{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge,
+			Message: "a record of the request is larger than the store takes in one value (100 KB)"}
 	case errors.Is(err, kv.ErrTransactionTooLarge):
 		return &APIError{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge,
 			Message: "the jobs do not fit in one store transaction (10 MB); send a smaller batch"}
