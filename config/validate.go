@@ -236,21 +236,22 @@ func (d *decoder) validateSchedule(c *Config, name string, s Schedule) {
 	// Each key on its own, against a schedule that is fine otherwise, so
 	// a problem is reported where it is.
 	base := fdbq.Schedule{Name: "x", Every: time.Minute, Job: fdbq.NewJob{Type: "x"}}
-	check := func(f fdbq.Schedule, key string) {
+	check := func(f fdbq.Schedule, key string) bool {
 		if !d.fine("schedules", name, key) {
-			return
+			return false
 		}
 		if err := fdbq.ValidateSchedule(f); err != nil {
 			msg := fdbqMessage(err)
 			msg = strings.TrimPrefix(msg, "schedule x: ")
 			at(msg, key)
+			return false
 		}
+		return true
 	}
 	f := base
 	if def.Cron != "" {
 		f.Every, f.Cron, f.Timezone = 0, def.Cron, ""
-		check(f, "cron")
-		if def.Timezone != "" && d.fine("schedules", name, "cron") {
+		if check(f, "cron") && def.Timezone != "" {
 			f.Timezone = def.Timezone
 			check(f, "timezone")
 		}
@@ -269,6 +270,9 @@ func (d *decoder) validateSchedule(c *Config, name string, s Schedule) {
 	f = base
 	f.Job.MaxAttempts = def.Job.MaxAttempts
 	check(f, "max_attempts")
+	f = base
+	f.Job.Priority = def.Job.Priority
+	check(f, "priority")
 	f = base
 	f.MissedLimit = def.MissedLimit
 	check(f, "missed_limit")

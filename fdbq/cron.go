@@ -1,6 +1,7 @@
 package fdbq
 
 import (
+	"math"
 	"strings"
 	"time"
 
@@ -95,62 +96,74 @@ func (t timing) next(after time.Time) time.Time {
 		ms := t.every.Milliseconds()
 		a := after.UnixMilli()
 		k := floorDiv(a, ms) + 1
+		if k > math.MaxInt64/ms {
+			return time.Time{}
+		}
 		return time.UnixMilli(k * ms).UTC()
 	}
-	after = after.In(t.loc)
-	for i := 0; i < 64; i++ {
-		c := t.spec.Next(after)
-		if c.IsZero() {
-			return c
+	return t.nextWall(after)
+}
+
+// nextWall finds the next tick on the zone's wall clock with the
+// expression read in UTC (which has no clock changes), then maps the wall
+// time back to an instant: its first occurrence, or the instant of the
+// jump when the wall time was skipped.
+func (t timing) nextWall(after time.Time) time.Time {
+	u := *t.spec
+	u.Location = time.UTC
+	// seen: every wall time up to it has occurred by after.
+	seen := naiveWall(after, t.loc)
+	if start, _ := after.In(t.loc).ZoneBounds(); !start.IsZero() {
+		if before := naiveWall(start.Add(-time.Nanosecond), t.loc); before.After(seen) {
+			seen = before.Truncate(time.Second)
 		}
-		if gap, ok := t.gapTick(after, c); ok {
-			return gap
+	}
+	for range 64 {
+		w := u.Next(seen)
+		if w.IsZero() {
+			return w
 		}
-		if t.repeated(c) {
-			after = c
-			continue
+		if at, ok := t.instantOf(w, after); ok {
+			return at
 		}
-		return c
+		seen = w
 	}
 	return time.Time{}
 }
 
-// repeated says whether c's wall time occurred before, in the period just
-// before the clocks went back.
-func (t timing) repeated(c time.Time) bool {
-	start, _ := c.ZoneBounds()
-	if start.IsZero() {
-		return false
-	}
-	_, before := start.Add(-time.Nanosecond).Zone()
-	_, now := c.Zone()
-	back := time.Duration(before-now) * time.Second
-	return back > 0 && c.Sub(start) < back
+func naiveWall(t time.Time, loc *time.Location) time.Time {
+	l := t.In(loc)
+	return time.Date(l.Year(), l.Month(), l.Day(), l.Hour(), l.Minute(), l.Second(), l.Nanosecond(), time.UTC)
 }
 
-// gapTick looks for a clock jump forward in (after, c] whose skipped wall
-// times the expression matches; it returns the instant of the first such
-// jump. c is the next tick the cron library found, which skips those
-// wall times.
-func (t timing) gapTick(after, c time.Time) (time.Time, bool) {
-	at := after
-	for range 16 {
-		_, end := at.ZoneBounds()
-		if end.IsZero() || end.After(c) {
-			return time.Time{}, false
+// instantOf returns the first instant after `after` whose wall time is w,
+// or, when w does not occur, the instant the clocks jumped over it.
+func (t timing) instantOf(w, after time.Time) (time.Time, bool) {
+	guess := time.Date(w.Year(), w.Month(), w.Day(), w.Hour(), w.Minute(), w.Second(), 0, t.loc)
+	var best time.Time
+	for _, probe := range []time.Time{guess.Add(-26 * time.Hour), guess, guess.Add(26 * time.Hour)} {
+		_, off := probe.Zone()
+		c := w.Add(-time.Duration(off) * time.Second)
+		c = time.Unix(c.Unix(), 0).In(t.loc)
+		if naiveWall(c, t.loc).Equal(w) && c.After(after) && (best.IsZero() || c.Before(best)) {
+			best = c
 		}
-		_, before := end.Add(-time.Nanosecond).Zone()
-		_, now := end.Zone()
-		if jump := time.Duration(now-before) * time.Second; jump > 0 && end.After(after) && !end.Equal(c) {
-			// The skipped wall times are [wall(end-), wall(end-)+jump):
-			// read them in the zone's offset before the jump.
-			fixed := time.FixedZone("", before)
-			s := *t.spec
-			s.Location = fixed
-			from := end.In(fixed).Add(-time.Second)
-			if m := s.Next(from); !m.IsZero() && m.Before(end.Add(jump)) {
+	}
+	if !best.IsZero() {
+		return best, true
+	}
+	// A gap: the first transition after which the wall time is past w.
+	at := guess.Add(-26 * time.Hour)
+	for range 8 {
+		_, end := at.ZoneBounds()
+		if end.IsZero() {
+			break
+		}
+		if naiveWall(end, t.loc).After(w) && naiveWall(end.Add(-time.Nanosecond), t.loc).Before(w) {
+			if end.After(after) {
 				return end.In(t.loc), true
 			}
+			return time.Time{}, false
 		}
 		at = end
 	}

@@ -546,7 +546,9 @@
 // are retried, and find the ticks handled. There is no leader and no
 // lease. A tick's job has the id NAME@TIME (TickID) and the tick as its
 // ScheduledAt; a job of that id that exists already is left as it is
-// (a re-add would resubmit it, and run a finished one again).
+// (a re-add would resubmit it, and run a finished one again), and a
+// unique job that refuses its duplicate counts the tick as handled by
+// the duplicate (it would refuse it at every retry).
 //
 // A tick handled more than Grace after its time is missed: every
 // scheduler was down, or the tick failed (its type not registered). The
@@ -564,8 +566,9 @@
 // already; the job's id and ScheduledAt are the tick's either way, so
 // skew moves when a tick's job is added, never how many there are.
 //
-// Cron expressions and clock changes: each wall time that matches ticks
-// once. A wall time that occurs twice (when clocks go back) ticks at its
+// Cron expressions and clock changes: the expression is read on the
+// zone's wall clock as if it had no changes, and each wall time that
+// matches ticks once, mapped back to an instant. A wall time that occurs twice (when clocks go back) ticks at its
 // first occurrence; wall times that do not occur (when clocks go forward)
 // tick once, at the instant of the jump, unless a wall time after the
 // jump ticks at that instant. So "30 2 * * *" in America/New_York ticks

@@ -241,7 +241,7 @@ func (q *Queue) decodeSchedule(name string, b []byte) (*scheduleRecord, *prepare
 	}
 	p, err := prepareSchedule(r.Def.schedule(name))
 	if err != nil {
-		return &r, nil, &Error{Err: ErrCorrupt, Detail: fmt.Sprintf("schedule %s: stored definition: %v", name, err), Cause: err}
+		return &r, nil, &Error{Err: ErrCorrupt, Detail: fmt.Sprintf("schedule %s: stored definition: %v", name, err)}
 	}
 	return &r, p, nil
 }
@@ -469,7 +469,9 @@ func (q *Queue) tick(tx kv.Tx, name string, now time.Time, token string) (*Tick,
 	if !now.After(last) {
 		return out, nil
 	}
-	lateEnd := now.Add(-p.Grace)
+	// Late: handled MORE than Grace after its time; a tick at exactly
+	// now-Grace is on time.
+	lateEnd := now.Add(-p.Grace - time.Nanosecond)
 	k := 0
 	switch p.Missed {
 	case MissedOnce:
@@ -522,10 +524,15 @@ func (q *Queue) tick(tx kv.Tx, name string, now time.Time, token string) (*Tick,
 			} else {
 				job, err = q.add(tx, j, &settings, marked, now.UnixMilli(), token, false)
 			}
-			if err != nil {
+			var dup *DuplicateError
+			switch {
+			case errors.As(err, &dup):
+				id = dup.ID // the tick is handled: its unique job exists
+			case err != nil:
 				return nil, fmt.Errorf("schedule %s: %w", name, err)
+			default:
+				id = job.ID
 			}
-			id = job.ID
 		}
 		out.Jobs = append(out.Jobs, id)
 		out.Ticks = append(out.Ticks, t)
