@@ -585,3 +585,78 @@ func TestSchedulerNoSpinOnFailure(t *testing.T) {
 		}
 	}
 }
+
+// TestSchedulersSkewedClocks: two schedulers whose clocks are 30 seconds
+// apart handle one schedule in turns, the slow one's clock sometimes
+// stepping back: each tick has one job, none is missing, and the one
+// ahead only adds a tick's job early, with the tick's id and time.
+func TestSchedulersSkewedClocks(t *testing.T) {
+	st := openDisk(t, t.TempDir())
+	ctx := context.Background()
+	slow := newClock()
+	start := slow.Now().Truncate(time.Second)
+	setClock(slow, start)
+	fast := &clock{now: start.Add(30 * time.Second)}
+	qs, qf := fdbq.New(st, fdbq.Options{Now: slow.Now}), fdbq.New(st, fdbq.Options{Now: fast.Now})
+	if err := qs.SetType(ctx, st, "email", fdbq.DefaultTypeSettings()); err != nil {
+		t.Fatal(err)
+	}
+	s := everyMinute("beat")
+	s.Every, s.Missed, s.MissedLimit = time.Second, fdbq.MissedEach, 1000
+	if err := qs.DeclareSchedule(ctx, st, s); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 90 {
+		slow.Advance(time.Second)
+		fast.Advance(time.Second)
+		if i%7 == 3 {
+			slow.Advance(-3 * time.Second) // an NTP step back
+		}
+		for _, q := range []*fdbq.Queue{qs, qf} {
+			if _, err := q.TickSchedule(ctx, st, "beat"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	info, err := qs.GetSchedule(ctx, st, "beat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fast clock reads start+120s: every tick up to it has its job.
+	n, err := qs.Count(ctx, st, "email", fdbq.Pending)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := fast.Now()
+	if want := int64(last.Sub(start) / time.Second); n != want || info.Fired != want || info.LastJob != fdbq.TickID("beat", last) {
+		t.Fatalf("%d jobs, %d fired, last %s; want %d up to %s", n, info.Fired, info.LastJob, want, last)
+	}
+	for at := start.Add(time.Second); !at.After(last); at = at.Add(time.Second) {
+		j, err := qs.Get(ctx, st, "email", fdbq.TickID("beat", at))
+		if err != nil || !j.ScheduledAt.Equal(at) {
+			t.Fatalf("tick %s: %+v %v", at, j, err)
+		}
+	}
+}
+
+// TestScheduleTickRunTwice: a tick transaction run again after its commit
+// applied (a caller's retry loop after commit_unknown_result) finds the
+// ticks handled and adds nothing more.
+func TestScheduleTickRunTwice(t *testing.T) {
+	q, c := newQueue(t)
+	ctx := context.Background()
+	setClock(c, minuteOf(c, 0, 30*time.Second))
+	if err := q.DeclareSchedule(ctx, q.DB(), everyMinute("report")); err != nil {
+		t.Fatal(err)
+	}
+	setClock(c, minuteOf(c, 3, 30*time.Second))
+	if _, err := q.TickSchedule(ctx, rerun{q.DB()}, "report"); err != nil {
+		t.Fatal(err)
+	}
+	info, _ := q.GetSchedule(ctx, q.DB(), "report")
+	n, _ := q.Count(ctx, q.DB(), "email", fdbq.Pending)
+	// Missed once: 01:00 and 02:00 are late (the latest gets a job), 03:00 on time.
+	if n != 2 || info.Fired != 2 || info.Skipped != 1 {
+		t.Fatalf("after a tick run twice: %d jobs, fired %d, skipped %d; want 2, 2, 1", n, info.Fired, info.Skipped)
+	}
+}
