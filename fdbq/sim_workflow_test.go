@@ -19,8 +19,8 @@ import (
 //     the workflow (a job with no dependency) or by a call that ended a
 //     job (finish, fail, the monitor's recycle of a job out of attempts,
 //     cancel, remove), and then every job it depends on has finished (or
-//     was removed), succeeded under CancelDependents, by its last finish
-//     in the commit log up to that commit; at the end of a drained run every workflow is done, each
+//     was removed), succeeded under CancelDependents, by its first finish
+//     in the commit log (what it gave its dependents), up to that commit; at the end of a drained run every workflow is done, each
 //     job that its dependencies allowed ran, and no other did.
 
 // simWorkflow is a workflow a producer added (its call may have failed).
@@ -101,10 +101,10 @@ func (s *sim) checkWorkflows(settled bool) {
 	if len(s.workflows) == 0 {
 		return
 	}
-	// finish is each job's last finish by the log: its outcome, or
-	// "removed" for a job removed before it finished. A job made pending
-	// again (Requeue, an Add of its id) keeps it: its dependents keep
-	// what its finish gave them.
+	// finish is each job's first finish by the log: its outcome, or
+	// "removed" for a job removed before it finished. It is what its
+	// dependents were given; a later finish (after Requeue or an Add of
+	// its id) gives them nothing.
 	finish := map[simJobRef]fdbq.Outcome{}
 	records := map[simJobRef]*fdbq.StoredJob{}
 	for _, c := range s.hist.log {
@@ -114,11 +114,13 @@ func (s *sim) checkWorkflows(settled bool) {
 			if w.settings != nil {
 				continue
 			}
-			switch {
-			case w.next != nil && w.next.State == fdbq.Finished && (w.prev == nil || w.prev.State != fdbq.Finished):
-				finish[w.job] = w.next.Outcome
-			case w.next == nil && w.prev != nil && w.prev.State != fdbq.Finished:
-				finish[w.job] = fdbq.OutcomeRemoved
+			if _, ok := finish[w.job]; !ok {
+				switch {
+				case w.next != nil && w.next.State == fdbq.Finished && (w.prev == nil || w.prev.State != fdbq.Finished):
+					finish[w.job] = w.next.Outcome
+				case w.next == nil && w.prev != nil && w.prev.State != fdbq.Finished:
+					finish[w.job] = fdbq.OutcomeRemoved
+				}
 			}
 			records[w.job] = w.next
 		}
@@ -158,9 +160,10 @@ func (s *sim) checkWorkflows(settled bool) {
 		if !in.Done {
 			s.violate("workflow", job, nil, "workflow %s is not done after the drain", id)
 		}
+		// What each job gave its dependents: its first finish.
 		outcome := map[string]fdbq.Outcome{}
 		for _, n := range in.Jobs {
-			outcome[n.Name] = n.Outcome
+			outcome[n.Name] = finish[simJobRef{wf.typ[n.Name], n.ID}]
 		}
 		for _, n := range in.Jobs {
 			ref := simJobRef{wf.typ[n.Name], n.ID}
