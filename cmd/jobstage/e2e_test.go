@@ -141,8 +141,22 @@ func startServer(t *testing.T, cfg string, env ...string) *serverProc {
 	}()
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			<-s.done
+			if t.Failed() {
+				// SIGQUIT has the Go runtime print every goroutine's
+				// stack: where the server was when the test failed.
+				cmd.Process.Signal(syscall.SIGQUIT)
+				select {
+				case <-s.done:
+				case <-time.After(5 * time.Second):
+				}
+			}
+			if cmd.ProcessState == nil {
+				cmd.Process.Kill()
+				<-s.done
+			}
+		}
+		if t.Failed() {
+			s.saveLogs()
 		}
 	})
 	select {
@@ -153,6 +167,25 @@ func startServer(t *testing.T, cfg string, env ...string) *serverProc {
 		t.Fatalf("jobstage serve did not listen\n%s", s.logs)
 	}
 	return s
+}
+
+// saveLogs writes the server's whole log to a file that outlives the
+// test and logs its path and its last lines.
+func (s *serverProc) saveLogs() {
+	logs := s.logs.String()
+	f, err := os.CreateTemp("", "jobstage-serve-*.log")
+	if err == nil {
+		_, err = f.WriteString(logs)
+		f.Close()
+	}
+	if len(logs) > 16<<10 {
+		logs = "…" + logs[len(logs)-16<<10:]
+	}
+	if err != nil {
+		s.t.Logf("the server's log (not saved: %v), its end:\n%s", err, logs)
+		return
+	}
+	s.t.Logf("the server's log is in %s; its end:\n%s", f.Name(), logs)
 }
 
 // stop sends SIGTERM and checks the server drains and exits cleanly.
@@ -334,6 +367,47 @@ pipelines:
         command: ["/bin/sh", "-c", "sleep 0.02; cat"]
 `
 
+// waitFinished waits for job id of typ to finish and returns it. An accept
+// picks at random among the first due jobs (fdbq.DefaultWindow of them),
+// so with many pending a job can wait long after those added before it
+// have finished: the test fails only when the job is not finished and no
+// job of the type finished for stall.
+func waitFinished(t *testing.T, cl *httpapi.Client, typ, id string, stall time.Duration) *httpapi.Job {
+	t.Helper()
+	ctx := context.Background()
+	last := finishedCount(t, cl, typ)
+	for {
+		j, err := cl.Wait(ctx, typ, id, fdbq.Finished, stall)
+		if err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+		if j.State == fdbq.Finished {
+			return j
+		}
+		n := finishedCount(t, cl, typ)
+		if n == last {
+			t.Fatalf("%s is %s, and no job of %s finished for %v: %+v", id, j.State, typ, stall, j)
+		}
+		last = n
+	}
+}
+
+// finishedCount is how many jobs of typ are finished.
+func finishedCount(t *testing.T, cl *httpapi.Client, typ string) int64 {
+	t.Helper()
+	types, err := cl.Types(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ti := range types {
+		if ti.Name == typ {
+			return ti.Finished
+		}
+	}
+	t.Fatalf("no type %s", typ)
+	return 0
+}
+
 // TestKillNineLosesNothing kills the server with SIGKILL while jobs are
 // being enqueued and worked, restarts it on the same store, and checks
 // that every job whose enqueue was acknowledged is there and finishes: the
@@ -363,14 +437,16 @@ func TestKillNineLosesNothing(t *testing.T) {
 		t.Fatalf("bulk enqueue: exit %d: %s", code, errOut)
 	}
 
-	// One at a time until the kill: every acknowledged one counts.
+	// One at a time until the kill (or maxSingles, which bounds the
+	// test's time): every acknowledged one counts.
+	const maxSingles = 1500
 	stop := make(chan struct{})
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		for i := 0; ; i++ {
+		for i := range maxSingles {
 			select {
 			case <-stop:
 				return
@@ -387,9 +463,7 @@ func TestKillNineLosesNothing(t *testing.T) {
 	}()
 
 	// Kill once some jobs have finished and others are surely running.
-	if j, err := cl.Wait(ctx, "slow", "bulk-40", fdbq.Finished, 30*time.Second); err != nil || j.State != fdbq.Finished {
-		t.Fatalf("bulk-40 not finished before the kill: %v %+v", err, j)
-	}
+	waitFinished(t, cl, "slow", "bulk-40", 30*time.Second)
 	s.kill()
 	close(stop)
 	wg.Wait()
@@ -399,11 +473,8 @@ func TestKillNineLosesNothing(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	for _, id := range acked {
-		j, err := cl.Wait(ctx, "slow", id, fdbq.Finished, 30*time.Second)
-		if err != nil {
-			t.Fatalf("%s: %v", id, err)
-		}
-		if j.State != fdbq.Finished || j.Outcome != fdbq.Succeeded {
+		j := waitFinished(t, cl, "slow", id, 30*time.Second)
+		if j.Outcome != fdbq.Succeeded {
 			t.Fatalf("%s lost or unfinished after restart: %+v", id, j)
 		}
 		want := `{"single":true}`
