@@ -10,3 +10,6 @@ var (
 	DecodeSettings  = decodeSettings
 	DecodeWorkflow  = decodeWorkflow
 )
+
+// DecodeLogin decodes the body of POST /v1/login.
+var DecodeLogin = decodeLogin

@@ -62,6 +62,7 @@ func TestOpenAPIExamples(t *testing.T) {
 		"POST /v1/types/{type}/jobs/{id}/finish":    func(r io.Reader) error { _, err := httpapi.DecodeFinish(r); return err },
 		"POST /v1/types/{type}/jobs/{id}/fail":      func(r io.Reader) error { _, err := httpapi.DecodeFail(r); return err },
 		"POST /v1/workflows":                        func(r io.Reader) error { _, err := httpapi.DecodeWorkflow(r); return err },
+		"POST /v1/login":                            func(r io.Reader) error { _, err := httpapi.DecodeLogin(r); return err },
 		"PUT /v1/types/{type}": func(r io.Reader) error {
 			_, err := httpapi.DecodeSettings(r, fdbq.DefaultTypeSettings())
 			return err
@@ -143,6 +144,9 @@ func TestOpenAPISchemas(t *testing.T) {
 		"WorkflowJob":      httpapi.WorkflowJob{},
 		"Workflow":         httpapi.Workflow{},
 		"WorkflowNode":     httpapi.WorkflowNode{},
+		"Whoami":           httpapi.Whoami{},
+		"LoginRequest":     httpapi.LoginRequest{},
+		"TypeStats":        httpapi.TypeStats{},
 	} {
 		s, ok := doc.Components.Schemas[name]
 		if !ok {

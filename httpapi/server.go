@@ -81,6 +81,13 @@ type Options struct {
 	// OnAccept, when set, is called with the jobs an external worker
 	// accepted, after the accept committed and before they are answered.
 	OnAccept func(leases []*fdbq.Lease)
+	// UI, when set, is the web UI (package webui): served under /ui/,
+	// with GET / redirecting there. Its login page and static assets
+	// (/ui/login.html, /ui/assets/…) are public; every other page needs
+	// a token, taken from the session cookie that POST /v1/login sets,
+	// and a browser without one is sent to the login page. It gets
+	// requests with the path below /ui.
+	UI http.Handler
 	// OnOutcome, when set, is called after an external worker's finish
 	// ("succeeded") or fail committed: "retried" when the job will run
 	// again, "failed" when it finished failed. A finish or fail sent again
@@ -186,7 +193,9 @@ func (s *Server) handle(r route) (err error) {
 		}
 	}()
 	s.mux.Handle(r.pattern, s.wrap(r))
-	s.routes = append(s.routes, r.pattern)
+	if !r.ui {
+		s.routes = append(s.routes, r.pattern)
+	}
 	return nil
 }
 
@@ -200,6 +209,11 @@ type route struct {
 	pattern string
 	// public routes need no token (health, metrics, the API description).
 	public bool
+	// page routes are the web UI's pages: a browser without a valid
+	// token is sent to the login page instead of answered 401.
+	page bool
+	// ui routes are not part of the API: Routes leaves them out.
+	ui bool
 	// roles besides admin that may call it.
 	roles []Role
 	// longPoll routes (accept, wait) block up to MaxWait by design: their
@@ -215,6 +229,10 @@ func (s *Server) routeTable() []route {
 		{pattern: "GET /readyz", public: true, handle: s.readyz},
 		{pattern: "GET /v1/openapi.yaml", public: true, handle: serveOpenAPI},
 
+		{pattern: "GET /v1/whoami", roles: []Role{p, w, RoleMetrics}, handle: s.whoami},
+		{pattern: "POST /v1/login", public: true, handle: s.login},
+		{pattern: "POST /v1/logout", public: true, handle: s.logout},
+
 		{pattern: "POST /v1/types/{type}/jobs", roles: []Role{p}, handle: s.enqueue},
 		{pattern: "GET /v1/types/{type}/jobs", roles: []Role{p}, handle: s.list},
 		{pattern: "GET /v1/types/{type}/jobs/{id}", roles: []Role{p, w}, handle: s.get},
@@ -224,6 +242,7 @@ func (s *Server) routeTable() []route {
 		{pattern: "GET /v1/types/{type}/jobs/{id}/wait", roles: []Role{p}, longPoll: true, handle: s.wait},
 
 		{pattern: "GET /v1/types", roles: []Role{p, w}, handle: s.types},
+		{pattern: "GET /v1/types/{type}/stats", roles: []Role{p, w}, handle: s.typeStats},
 		{pattern: "PUT /v1/types/{type}", handle: s.setType},
 		{pattern: "POST /v1/types/{type}/pause", handle: s.pause},
 		{pattern: "POST /v1/types/{type}/resume", handle: s.resume},
@@ -245,6 +264,7 @@ func (s *Server) routeTable() []route {
 		{pattern: "POST /v1/types/{type}/jobs/{id}/finish", roles: []Role{w}, handle: s.finish},
 		{pattern: "POST /v1/types/{type}/jobs/{id}/fail", roles: []Role{w}, handle: s.fail},
 	}
+	rs = append(rs, s.uiRoutes()...)
 	if s.o.Metrics != nil {
 		m := s.o.Metrics
 		rs = append(rs, route{pattern: "GET " + s.o.MetricsPath, roles: []Role{RoleMetrics}, handle: func(w http.ResponseWriter, r *http.Request) error {
@@ -291,14 +311,23 @@ func (s *Server) wrap(rt route) http.Handler {
 		if rec, ok := w.(*recorder); ok {
 			rec.route = rt.pattern
 		}
-		if !rt.public && len(s.tokens) > 0 {
-			if err := s.authorize(r, rt); err != nil {
+		if !rt.public {
+			c, err := s.authorize(r, rt)
+			if err == nil {
+				err = checkSameOrigin(r, c)
+			}
+			if err != nil {
+				if rt.page && err.Status == http.StatusUnauthorized {
+					toLogin(w, r)
+					return
+				}
 				if err.Status == http.StatusUnauthorized {
 					w.Header().Set("WWW-Authenticate", `Bearer realm="jobstage"`)
 				}
 				s.refuse(w, err)
 				return
 			}
+			r = r.WithContext(context.WithValue(r.Context(), callerKey{}, c))
 		}
 		r, cancel := s.bound(w, r, rt)
 		defer cancel()
@@ -350,38 +379,71 @@ func (s *Server) bound(w http.ResponseWriter, r *http.Request, rt route) (*http.
 	return r.WithContext(ctx), cancel
 }
 
-// authorize finds the request's token and checks its role. Every
-// configured secret is compared, in constant time over equal-length
-// hashes, so the time taken says nothing about which secret came close.
-func (s *Server) authorize(r *http.Request, rt route) *APIError {
+// authorize finds the request's token and checks its role, and returns
+// who is calling. The token comes from the Authorization header, or,
+// without one, from the web UI's session cookie. Every configured secret
+// is compared, in constant time over equal-length hashes, so the time
+// taken says nothing about which secret came close. Without tokens every
+// caller is an admin (clientAllowed has kept to loopback clients).
+func (s *Server) authorize(r *http.Request, rt route) (*caller, *APIError) {
+	if len(s.tokens) == 0 {
+		return &caller{role: RoleAdmin, via: AuthNone}, nil
+	}
+	secret, via, apiErr := credentials(r)
+	if apiErr != nil {
+		return nil, apiErr
+	}
+	found := s.lookup(secret)
+	if found == nil {
+		if via == AuthCookie {
+			return nil, &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "the session cookie holds no known token: log in again"}
+		}
+		return nil, &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "unknown token"}
+	}
+	c := &caller{name: found.name, role: found.role, via: via}
+	if found.role == RoleAdmin {
+		return c, nil
+	}
+	for _, role := range rt.roles {
+		if found.role == role {
+			return c, nil
+		}
+	}
+	return nil, &APIError{Status: http.StatusForbidden, Code: CodeForbidden,
+		Message: fmt.Sprintf("token %s has role %s, which may not call %s", found.name, found.role, rt.pattern)}
+}
+
+// credentials returns the request's secret and where it came from: the
+// Authorization header when there is one, else the session cookie.
+func credentials(r *http.Request) (string, string, *APIError) {
 	h := r.Header.Get("Authorization")
-	scheme, secret, ok := strings.Cut(h, " ")
 	if h == "" {
-		return &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "missing bearer token: send Authorization: Bearer <token>"}
+		secret, ok, err := sessionSecret(r)
+		if err != nil {
+			return "", "", err
+		}
+		if ok {
+			return secret, AuthCookie, nil
+		}
+		return "", "", &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "missing bearer token: send Authorization: Bearer <token>"}
 	}
+	scheme, secret, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(secret) == "" {
-		return &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "the Authorization header must be Bearer <token>"}
+		return "", "", &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "the Authorization header must be Bearer <token>"}
 	}
-	sum := sha256.Sum256([]byte(strings.TrimSpace(secret)))
+	return strings.TrimSpace(secret), AuthBearer, nil
+}
+
+// lookup returns the token whose secret this is, or nil.
+func (s *Server) lookup(secret string) *tokenEntry {
+	sum := sha256.Sum256([]byte(secret))
 	var found *tokenEntry
 	for i := range s.tokens {
 		if subtle.ConstantTimeCompare(sum[:], s.tokens[i].hash[:]) == 1 {
 			found = &s.tokens[i]
 		}
 	}
-	if found == nil {
-		return &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "unknown token"}
-	}
-	if found.role == RoleAdmin {
-		return nil
-	}
-	for _, role := range rt.roles {
-		if found.role == role {
-			return nil
-		}
-	}
-	return &APIError{Status: http.StatusForbidden, Code: CodeForbidden,
-		Message: fmt.Sprintf("token %s has role %s, which may not call %s", found.name, found.role, rt.pattern)}
+	return found
 }
 
 // clientAllowed: without tokens only loopback clients are served, even if
