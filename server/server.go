@@ -43,6 +43,7 @@ import (
 	"github.com/jobstage/jobstage/metrics"
 	"github.com/jobstage/jobstage/pipeline"
 	"github.com/jobstage/jobstage/producer"
+	"github.com/jobstage/jobstage/webui"
 )
 
 // Server is a configured jobstage server.
@@ -409,6 +410,7 @@ func (s *Server) newAPI(p httpParams) (*httpapi.Server, error) {
 		OnEnqueue:   p.Metrics.Enqueued,
 		OnAccept:    p.Metrics.Accepted,
 		OnOutcome:   p.Metrics.ExternalOutcome,
+		UI:          webui.Handler(),
 	})
 }
 
