@@ -1,0 +1,540 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+
+	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/httpapi"
+	"github.com/jobstage/jobstage/internal/browsertest"
+)
+
+// The web UI's tests: the built binary serves it, Debian's chromium
+// (headless) loads it, and chromedp clicks through it as a person would.
+// Every wait is on something the page shows (an element, a DOM change);
+// each step is bounded by uiStep.
+
+const uiConfig = `
+store: {path: %s}
+types:
+  email: {retry: {max_attempts: 1}, activity_timeout: 10m}
+  thumbnail: {}
+  report: {}
+schedules:
+  nightly: {type: report, cron: "0 3 * * *", data: '{"report":"daily"}'}
+http:
+  tokens:
+    - {name: ops, role: admin, value_env: UI_ADMIN_TOKEN}
+    - {name: shop, role: producer, value_env: UI_PRODUCER_TOKEN}
+    - {name: mailer, role: worker, value_env: UI_WORKER_TOKEN}
+    - {name: prometheus, role: metrics, value_env: UI_METRICS_TOKEN}
+`
+
+const (
+	uiAdmin    = "admin-token-for-the-ui"
+	uiProducer = "producer-token-for-the-ui"
+	uiWorker   = "worker-token-for-the-ui"
+	uiMetrics  = "metrics-token-for-the-ui"
+)
+
+// uiStep bounds one step of a browser test (a wait for the page to show
+// something): long enough for a loaded machine, short enough that a
+// failure says where it stopped without holding the run.
+const uiStep = 15 * time.Second
+
+// uiEnv is a running server with jobs in every state, and a browser.
+type uiEnv struct {
+	t      *testing.T
+	srv    *serverProc
+	admin  *httpapi.Client
+	worker *httpapi.Client
+	ctx    context.Context // the browser's tab
+}
+
+func newUIEnv(t *testing.T) *uiEnv {
+	t.Helper()
+	ctx := browsertest.New(t) // skips before the server starts when there is no browser
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "jobstage.yaml")
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, uiConfig, filepath.Join(dir, "data")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, cfg, "UI_ADMIN_TOKEN="+uiAdmin, "UI_PRODUCER_TOKEN="+uiProducer,
+		"UI_WORKER_TOKEN="+uiWorker, "UI_METRICS_TOKEN="+uiMetrics)
+	t.Cleanup(s.stop)
+	e := &uiEnv{t: t, srv: s, ctx: ctx,
+		admin:  httpapi.NewClient(s.url, uiAdmin, nil),
+		worker: httpapi.NewClient(s.url, uiWorker, nil)}
+	e.seed()
+	return e
+}
+
+// seed makes jobs of type email in every state: f1 failed, s1
+// succeeded, r1 running (with progress), p1–p3 pending; and some of the
+// other types. No pipeline works them: each accept below takes the only
+// pending job of its type.
+func (e *uiEnv) seed() {
+	t, ctx := e.t, context.Background()
+	work := func(id string, data string, end func(*httpapi.Lease) error) {
+		t.Helper()
+		if _, err := e.admin.Enqueue(ctx, "email", httpapi.NewJob{ID: id, Data: json.RawMessage(data)}); err != nil {
+			t.Fatal(err)
+		}
+		ls, err := e.worker.Accept(ctx, "email", httpapi.AcceptRequest{Max: 1})
+		if err != nil || len(ls) != 1 || ls[0].ID != id {
+			t.Fatalf("accept %s: %v %v", id, err, ls)
+		}
+		if err := end(ls[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	work("f1", `{"to":"nobody@example.com"}`, func(l *httpapi.Lease) error {
+		return e.worker.Fail(ctx, l, "smtp: 550 mailbox unavailable")
+	})
+	work("s1", `{"to":"ada@example.com"}`, func(l *httpapi.Lease) error {
+		return e.worker.Finish(ctx, l, json.RawMessage(`{"message_id":"<a1@mx>"}`))
+	})
+	work("r1", `{"to":"grace@example.com"}`, func(l *httpapi.Lease) error {
+		return e.worker.Heartbeat(ctx, l, json.RawMessage(`{"sent":40,"of":100}`))
+	})
+	for i, key := range []string{"tenant-a", "tenant-b", "tenant-a"} {
+		id := fmt.Sprintf("p%d", i+1)
+		if _, err := e.admin.Enqueue(ctx, "email", httpapi.NewJob{ID: id, Key: key, Data: json.RawMessage(fmt.Sprintf(`{"to":"user%d@example.com"}`, i+1))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 4 {
+		if _, err := e.admin.Enqueue(ctx, "thumbnail", httpapi.NewJob{Data: json.RawMessage(fmt.Sprintf(`{"image":"cat-%d.jpg"}`, i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// do runs browser steps, each bounded by uiStep, and fails the test with
+// the step's error.
+func (e *uiEnv) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	e.t.Helper()
+	for i, s := range steps {
+		ctx, cancel := context.WithTimeout(e.ctx, uiStep)
+		_, err := chromedp.Run(ctx, s)
+		cancel()
+		if err != nil {
+			e.t.Fatalf("%s (step %d): %v\n%s", what, i+1, err, e.pageState())
+		}
+	}
+}
+
+// pageState is what the page shows, for a failure's message.
+func (e *uiEnv) pageState() string {
+	ctx, cancel := context.WithTimeout(e.ctx, 5*time.Second)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href + "\n" + document.body.innerText`))
+	if err != nil {
+		return "(the page could not be read: " + err.Error() + ")"
+	}
+	return "the page:\n" + s
+}
+
+func (e *uiEnv) eval(expr string, out any) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(e.ctx, uiStep)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[json.RawMessage](expr, chromedp.EvalAwaitPromise))
+	if err != nil {
+		e.t.Fatalf("%s: %v", expr, err)
+	}
+	if err := json.Unmarshal(v, out); err != nil {
+		e.t.Fatalf("%s: %v: %s", expr, err, v)
+	}
+}
+
+func (e *uiEnv) text(sel string) string {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(e.ctx, uiStep)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		e.t.Fatalf("text of %s: %v\n%s", sel, err, e.pageState())
+	}
+	return s
+}
+
+func (e *uiEnv) count(sel string) int {
+	e.t.Helper()
+	var n int
+	e.eval(fmt.Sprintf(`document.querySelectorAll(%q).length`, sel), &n)
+	return n
+}
+
+// goTo shows a view of the page (a same-document navigation).
+func (e *uiEnv) goTo(hash string) chromedp.Action[chromedp.Void] {
+	return chromedp.Action[chromedp.Void](func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		_, err := chromedp.Evaluate[json.RawMessage](fmt.Sprintf(`location.hash = %q`, hash))(ctx, t)
+		return chromedp.Void{}, err
+	})
+}
+
+// when waits until a JavaScript predicate holds, checked at each change
+// of the page's DOM.
+func when(predicate string) chromedp.Action[chromedp.Void] {
+	return chromedp.Poll[chromedp.Void](predicate, chromedp.WithPollingMutation(), chromedp.WithPollingTimeout(uiStep))
+}
+
+func visible(sel string) chromedp.Action[chromedp.Void] {
+	return chromedp.WaitVisible(chromedp.CSS(sel))
+}
+
+func gone(sel string) chromedp.Action[chromedp.Void] {
+	return chromedp.WaitNotPresent(chromedp.CSS(sel))
+}
+
+func click(sel string) chromedp.Action[chromedp.Void] {
+	return chromedp.Click(chromedp.CSS(sel))
+}
+
+// login opens the server's root, which sends the browser to the login
+// page, and logs in with token.
+func (e *uiEnv) login(token string) {
+	e.t.Helper()
+	e.do("login as "+token,
+		chromedp.Navigate(e.srv.url+"/"),
+		visible("#token"),
+		chromedp.SendKeys(chromedp.CSS("#token"), token),
+		click("#login-submit"),
+		visible("#who"),
+		when(`document.getElementById('view').dataset.loaded`),
+	)
+}
+
+// fetchStatus has the page send a request with its cookie (and the UI's
+// header when ui) and returns the answer's status.
+func (e *uiEnv) fetchStatus(method, path string, ui bool) int {
+	e.t.Helper()
+	headers := `{}`
+	if ui {
+		headers = `{"X-Jobstage-UI":"1"}`
+	}
+	var status int
+	e.eval(fmt.Sprintf(`fetch(%q, {method: %q, headers: %s, credentials: "same-origin"}).then(r => r.status)`, path, method, headers), &status)
+	return status
+}
+
+func (e *uiEnv) job(id string) *httpapi.Job {
+	e.t.Helper()
+	j, err := e.admin.Get(context.Background(), "email", id)
+	if err != nil {
+		e.t.Fatalf("job %s: %v", id, err)
+	}
+	return j
+}
+
+func (e *uiEnv) screenshot(name string) {
+	e.t.Helper()
+	dir := os.Getenv("JOBSTAGE_UI_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, uiStep)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), png, 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// TestUIAdmin: an admin logs in (after a wrong token is refused), reads
+// the overview, lists a type's jobs by state, filters them, opens a
+// failed job and retries it, cancels it, requeues and deletes it,
+// enqueues a job, pauses and resumes the type, reads the schedules and a
+// workflow, and logs out; each action is checked through the API.
+// With JOBSTAGE_UI_SCREENSHOTS=DIR it saves the main pages as PNGs.
+func TestUIAdmin(t *testing.T) {
+	e := newUIEnv(t)
+	ctx := context.Background()
+
+	// Nothing but the login page without a token.
+	e.do("the UI without a token",
+		chromedp.Navigate(e.srv.url+"/ui/"),
+		visible("#token"),
+		chromedp.SendKeys(chromedp.CSS("#token"), "not-a-token"),
+		click("#login-submit"),
+		visible("#login-error"))
+	if got := e.text("#login-error"); !strings.Contains(got, "Unknown token") {
+		t.Fatalf("login error %q", got)
+	}
+
+	e.login(uiAdmin)
+	if got := e.text("#who"); got != "ops · admin" {
+		t.Fatalf("who: %q", got)
+	}
+	e.do("overview", visible(`tr.type-row[data-type="email"]`), visible(`tr.type-row[data-type="thumbnail"]`))
+	row := `tr.type-row[data-type="email"] `
+	if p, r, f := e.text(row+"td.pending"), e.text(row+"td.running"), e.text(row+"td.finished"); p != "3" || r != "1" || f != "2" {
+		t.Fatalf("email counts pending %s running %s finished %s", p, r, f)
+	}
+	if got := e.text(row + "td.oldest"); got == "—" {
+		t.Fatalf("oldest due: %q", got)
+	}
+	e.screenshot("ui-overview.png")
+
+	// A type's jobs, by state, filtered.
+	e.do("jobs of email",
+		click(row+"td a"),
+		visible(`tr.job-row[data-id="p1"]`), visible(`tr.job-row[data-id="p3"]`))
+	if n := e.count("tr.job-row"); n != 3 {
+		t.Fatalf("%d pending rows, want 3", n)
+	}
+	e.do("filter by id prefix",
+		chromedp.SendKeys(chromedp.CSS("#filter-id"), "p2"+kb.Enter),
+		gone(`tr.job-row[data-id="p1"]`), visible(`tr.job-row[data-id="p2"]`))
+	if n := e.count("tr.job-row"); n != 1 {
+		t.Fatalf("%d rows for id prefix p2", n)
+	}
+	e.do("filter by key",
+		e.goTo("#/types/email?state=pending&key=tenant-a"),
+		visible(`tr.job-row[data-id="p1"]`), visible(`tr.job-row[data-id="p3"]`))
+	if n := e.count("tr.job-row"); n != 2 {
+		t.Fatalf("%d rows for key tenant-a", n)
+	}
+	e.do("running", click(`a.tab[data-state="running"]`), visible(`tr.job-row[data-id="r1"]`))
+	e.do("finished", click(`a.tab[data-state="finished"]`), visible(`tr.job-row[data-id="f1"][data-outcome="failed"]`), visible(`tr.job-row[data-id="s1"][data-outcome="succeeded"]`))
+	e.screenshot("ui-jobs.png")
+
+	// A failed job: its error, then retry, cancel, requeue, delete.
+	e.do("failed job", click(`tr.job-row[data-id="f1"] a`), visible("#job-error"), visible("#requeue"))
+	if got := e.text("#job-error"); got != "smtp: 550 mailbox unavailable" {
+		t.Fatalf("error shown: %q", got)
+	}
+	if got := e.text("#requeue"); got != "Retry" {
+		t.Fatalf("a failed job's requeue button says %q", got)
+	}
+	if got := e.text(`#job-data`); !strings.Contains(got, `"to": "nobody@example.com"`) {
+		t.Fatalf("data shown: %q", got)
+	}
+	e.screenshot("ui-job.png")
+	e.do("retry", click("#requeue"), visible("#cancel"), gone("#requeue"))
+	if j := e.job("f1"); j.State != fdbq.Pending {
+		t.Fatalf("f1 after retry: %s", j.State)
+	}
+	e.do("cancel", click("#cancel"), visible("#requeue"), gone("#cancel"))
+	if j := e.job("f1"); j.State != fdbq.Finished || j.Outcome != fdbq.Canceled {
+		t.Fatalf("f1 after cancel: %s %s", j.State, j.Outcome)
+	}
+	if got := e.text(`dd[data-field="state"]`); got != "finished (canceled)" {
+		t.Fatalf("state shown %q", got)
+	}
+	e.do("requeue", click("#requeue"), visible("#cancel"))
+	if j := e.job("f1"); j.State != fdbq.Pending {
+		t.Fatalf("f1 after requeue: %s", j.State)
+	}
+	e.do("delete", click("#delete"), when(`document.getElementById('delete').textContent === 'Really delete'`),
+		click("#delete"), visible("#jobs-table"))
+	if _, err := e.admin.Get(ctx, "email", "f1"); !isStatus(err, 404) {
+		t.Fatalf("f1 after delete: %v", err)
+	}
+
+	// The running job shows its progress.
+	e.do("running job", e.goTo("#/types/email/jobs/r1"), visible("#job-progress"), visible("#cancel"))
+	if got := e.text("#job-progress"); !strings.Contains(got, `"sent": 40`) {
+		t.Fatalf("progress shown %q", got)
+	}
+
+	// Enqueue: the data goes as written, every digit kept.
+	e.do("enqueue",
+		e.goTo("#/types/email?state=pending"),
+		visible("#enqueue-form"),
+		chromedp.SetValue(chromedp.CSS("#enqueue-data"), `{"to":"new@example.com","n":12345678901234567890}`),
+		chromedp.SendKeys(chromedp.CSS("#enqueue-id"), "ui-1"),
+		chromedp.SendKeys(chromedp.CSS("#enqueue-key"), "tenant-c"),
+		click("#enqueue-submit"),
+		visible("#enqueued"),
+		visible(`tr.job-row[data-id="ui-1"]`))
+	if j := e.job("ui-1"); string(j.Data) != `{"to":"new@example.com","n":12345678901234567890}` || j.Key != "tenant-c" || j.State != fdbq.Pending {
+		t.Fatalf("enqueued %s key %q state %s", j.Data, j.Key, j.State)
+	}
+	e.do("enqueue bad JSON",
+		chromedp.SetValue(chromedp.CSS("#enqueue-data"), `{"to":`),
+		click("#enqueue-submit"),
+		visible("#flash.error"))
+
+	// Pause and resume the type.
+	e.do("pause", click("#pause"), visible("#resume"))
+	if !e.typeInfo("email").Settings.Paused {
+		t.Fatal("email not paused after the click")
+	}
+	if got := e.text("#type-state"); got != "paused" {
+		t.Fatalf("type state shown %q", got)
+	}
+	e.do("resume", click("#resume"), visible("#pause"))
+	if e.typeInfo("email").Settings.Paused {
+		t.Fatal("email still paused after resume")
+	}
+	// And from the overview.
+	e.do("pause from the overview", e.goTo("#/"), click(`tr.type-row[data-type="thumbnail"] button.pause`),
+		visible(`tr.type-row[data-type="thumbnail"] button.resume`))
+	if !e.typeInfo("thumbnail").Settings.Paused {
+		t.Fatal("thumbnail not paused")
+	}
+
+	// Schedules and a workflow.
+	e.do("schedules", e.goTo("#/schedules"), visible(`tr.schedule-row[data-name="nightly"]`))
+	if _, err := e.admin.AddWorkflow(ctx, httpapi.NewWorkflow{ID: "wf1", Jobs: []httpapi.WorkflowJob{
+		{Name: "extract", Type: "report"}, {Name: "render", Type: "report", DependsOn: []string{"extract"}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	e.do("workflow", e.goTo("#/workflows/wf1"), visible(`tr.node-row[data-name="render"]`), visible(`tr.node-row[data-name="extract"] a`))
+	e.do("workflow job", click(`tr.node-row[data-name="extract"] a`), visible(`dd[data-field="workflow"] a`))
+
+	// Log out: the page is the login page's again.
+	e.do("logout", click("#logout"), visible("#token"), chromedp.Navigate(e.srv.url+"/ui/"), visible("#token"))
+	if s := e.fetchStatus("GET", "/v1/types", false); s != 401 {
+		t.Fatalf("GET /v1/types after logout: %d", s)
+	}
+}
+
+func (e *uiEnv) typeInfo(name string) *httpapi.TypeInfo {
+	e.t.Helper()
+	types, err := e.admin.Types(context.Background())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, ti := range types {
+		if ti.Name == name {
+			return ti
+		}
+	}
+	e.t.Fatalf("no type %s", name)
+	return nil
+}
+
+func isStatus(err error, status int) bool {
+	var ae *httpapi.APIError
+	return errors.As(err, &ae) && ae.Status == status
+}
+
+// TestUIRoles: a producer sees no button it may not use (pause, delete)
+// and the API refuses those requests all the same, from the browser with
+// its cookie and with its token; a request the cookie authenticates
+// without the UI's header is refused; a worker and a metrics token see
+// no job lists.
+func TestUIRoles(t *testing.T) {
+	e := newUIEnv(t)
+
+	e.login(uiProducer)
+	e.do("producer overview", visible(`tr.type-row[data-type="email"] td a`))
+	if n := e.count("button.pause, button.resume"); n != 0 {
+		t.Fatalf("a producer sees %d pause/resume buttons", n)
+	}
+	e.do("producer type page", e.goTo("#/types/email"), visible(`tr.job-row[data-id="p1"]`), visible("#enqueue-form"))
+	if n := e.count("#pause, #resume"); n != 0 {
+		t.Fatal("a producer sees the type's pause button")
+	}
+	e.do("producer job page", e.goTo("#/types/email/jobs/p1"), visible("#cancel"))
+	if n := e.count("#delete"); n != 0 {
+		t.Fatal("a producer sees the delete button")
+	}
+	// The API refuses anyway.
+	if s := e.fetchStatus("POST", "/v1/types/email/pause", true); s != 403 {
+		t.Fatalf("producer's pause from the browser: %d", s)
+	}
+	if s := e.fetchStatus("DELETE", "/v1/types/email/jobs/p1", true); s != 403 {
+		t.Fatalf("producer's delete from the browser: %d", s)
+	}
+	if _, err := httpapi.NewClient(e.srv.url, uiProducer, nil).Pause(context.Background(), "email"); !isStatus(err, 403) {
+		t.Fatalf("producer's pause with its token: %v", err)
+	}
+	// A request that changes something, authenticated by the cookie
+	// alone, without the UI's header: refused, the job untouched.
+	if s := e.fetchStatus("POST", "/v1/types/email/jobs/p1/cancel", false); s != 403 {
+		t.Fatalf("cancel without the UI's header: %d", s)
+	}
+	if j := e.job("p1"); j.State != fdbq.Pending {
+		t.Fatalf("p1 is %s after a refused cancel", j.State)
+	}
+	if s := e.fetchStatus("POST", "/v1/types/email/jobs/p1/cancel", true); s != 200 {
+		t.Fatalf("cancel with the UI's header: %d", s)
+	}
+
+	// A worker may read the types, not list jobs.
+	e.do("logout", click("#logout"), visible("#token"))
+	e.login(uiWorker)
+	e.do("worker overview", visible(`tr.type-row[data-type="email"]`))
+	if n := e.count(`tr.type-row a, button.pause`); n != 0 {
+		t.Fatalf("a worker sees %d links or buttons", n)
+	}
+	e.do("worker type page", e.goTo("#/types/email"), visible("#forbidden"))
+	if s := e.fetchStatus("GET", "/v1/types/email/jobs", true); s != 403 {
+		t.Fatalf("worker's list from the browser: %d", s)
+	}
+
+	// A metrics token reads nothing.
+	e.do("logout", click("#logout"), visible("#token"))
+	e.login(uiMetrics)
+	e.do("metrics overview", visible("#forbidden"))
+	if s := e.fetchStatus("GET", "/v1/types", true); s != 403 {
+		t.Fatalf("metrics token's types from the browser: %d", s)
+	}
+}
+
+// TestUILiveUpdate: pages follow GET /v1/events. A job enqueued through
+// the API shows in the open jobs list, and a job finished by a worker
+// moves the overview's counts, without a reload. It needs the event
+// stream's route on the server.
+func TestUILiveUpdate(t *testing.T) {
+	e := newUIEnv(t)
+	ctx := context.Background()
+
+	// The stream must exist: say so plainly rather than time out below.
+	req, _ := http.NewRequestWithContext(ctx, "GET", e.srv.url+"/v1/events", nil)
+	req.Header.Set("Authorization", "Bearer "+uiAdmin)
+	rctx, cancel := context.WithCancel(ctx)
+	resp, err := http.DefaultClient.Do(req.WithContext(rctx))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	status, ctype := resp.StatusCode, resp.Header.Get("Content-Type")
+	cancel()
+	resp.Body.Close()
+	if status != 200 || !strings.HasPrefix(ctype, "text/event-stream") {
+		t.Fatalf("GET /v1/events answered %d %q: the server has no event stream, which the UI's live updates follow", status, ctype)
+	}
+
+	e.login(uiAdmin)
+	e.do("jobs list, live", e.goTo("#/types/email?state=pending"), visible(`tr.job-row[data-id="p1"]`), visible(`#live[data-status="on"]`))
+	if _, err := e.admin.Enqueue(ctx, "email", httpapi.NewJob{ID: "live-1"}); err != nil {
+		t.Fatal(err)
+	}
+	e.do("the enqueued job shows", visible(`tr.job-row[data-id="live-1"]`))
+
+	e.do("overview, live", e.goTo("#/"), visible(`tr.type-row[data-type="thumbnail"]`), visible(`#live[data-status="on"]`))
+	if got := e.text(`tr.type-row[data-type="thumbnail"] td.finished`); got != "0" {
+		t.Fatalf("thumbnail finished %s", got)
+	}
+	ls, err := e.worker.Accept(ctx, "thumbnail", httpapi.AcceptRequest{Max: 1})
+	if err != nil || len(ls) != 1 {
+		t.Fatalf("accept: %v %v", err, ls)
+	}
+	if err := e.worker.Finish(ctx, ls[0], nil); err != nil {
+		t.Fatal(err)
+	}
+	e.do("the finish shows", when(`document.querySelector('tr.type-row[data-type="thumbnail"] td.finished')?.textContent === '1'`))
+	if got := e.text(`tr.type-row[data-type="thumbnail"] td.pending`); got != "3" {
+		t.Fatalf("thumbnail pending %s after one finished", got)
+	}
+}
