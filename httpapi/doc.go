@@ -14,6 +14,7 @@
 //	POST   /v1/types/{type}/jobs/{id}/requeue     requeue a failed or canceled job → the job
 //	GET    /v1/types/{type}/jobs/{id}/wait?state=finished&timeout=30s   long poll
 //	GET    /v1/types                              types, settings, counts
+//	GET    /v1/types/{type}/stats                 the oldest due pending job (fdbq.Queue.OldestDue)
 //	PUT    /v1/types/{type}                       register or change a type → 201 (new) or 200
 //	POST   /v1/types/{type}/pause, …/resume       → the type
 //	POST   /v1/workflows                          {"id"?, "policy"?, "jobs": [{name, type, data, depends_on}]} → 201 the workflow
@@ -29,6 +30,9 @@
 //	POST   /v1/types/{type}/jobs/{id}/heartbeat   {"lock", "progress"?, "data"?} → 204
 //	POST   /v1/types/{type}/jobs/{id}/finish      {"lock", "result"?} → 204
 //	POST   /v1/types/{type}/jobs/{id}/fail        {"lock", "error"} → 204
+//	GET    /v1/whoami                             the caller's role, token name and auth (bearer, cookie, none)
+//	POST   /v1/login, /v1/logout                  the web UI's session cookie (see session.go)
+//	GET    /, /ui/…                               the web UI, when Options.UI is set (not in openapi.yaml)
 //	GET    /healthz, /readyz, /metrics, /v1/openapi.yaml   no token needed
 //
 // Wait never polls: it blocks on the job type's change key
