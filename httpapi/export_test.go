@@ -9,4 +9,5 @@ var (
 	DecodeFail      = decodeFail
 	DecodeSettings  = decodeSettings
 	DecodeWorkflow  = decodeWorkflow
+	ReadEvents      = readEvents
 )

@@ -305,6 +305,7 @@ const (
 	CodeDuplicate        = "duplicate"          // 409: a unique job that refuses duplicates has one (job_id names it)
 	CodeTooLarge         = "too_large"          // 413: the body, or a job's data, is over the limit
 	CodeNotReady         = "not_ready"          // 503: readyz
+	CodeBusy             = "busy"               // 503: the server serves as many event streams as it may
 	CodeInternal         = "internal"           // 500
 	CodeCorrupt          = "corrupt"            // 500: what the store holds for the job or type does not decode
 )
