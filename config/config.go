@@ -46,6 +46,9 @@ type Store struct {
 	// Prefix is the first element of every key jobstage writes, so that
 	// several deployments can share one store; default DefaultPrefix.
 	Prefix string `yaml:"prefix"`
+	// EventRetention is how long a followed type's event log keeps an
+	// event (GET /v1/events); default fdbq.DefaultEventRetention.
+	EventRetention time.Duration `yaml:"event_retention"`
 }
 
 // KeyPrefix returns the tuple-encoded key prefix for fdbq.Options.Prefix;
@@ -252,6 +255,9 @@ type HTTP struct {
 	// MaxConnections bounds the connections open at once; past it new
 	// ones wait to be accepted. Default DefaultMaxConnections.
 	MaxConnections int `yaml:"max_connections"`
+	// MaxEventStreams bounds the event streams (GET /v1/events) served
+	// at once. Default httpapi.DefaultMaxStreams.
+	MaxEventStreams int `yaml:"max_event_streams"`
 }
 
 // Token is a bearer token and the role it grants.

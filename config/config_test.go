@@ -12,6 +12,7 @@ import (
 
 	"github.com/jobstage/jobstage/config"
 	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/httpapi"
 )
 
 // env returns a lookup over vars, for Parse.
@@ -82,11 +83,11 @@ func TestQuickstartLoads(t *testing.T) {
 func TestDefaults(t *testing.T) {
 	c := mustParse(t, "", nil)
 	want := config.Config{
-		Store: config.Store{Backend: "embedded", Path: config.DefaultStorePath, Prefix: config.DefaultPrefix},
+		Store: config.Store{Backend: "embedded", Path: config.DefaultStorePath, Prefix: config.DefaultPrefix, EventRetention: fdbq.DefaultEventRetention},
 		HTTP: config.HTTP{Listen: config.DefaultListen, MaxBodyBytes: config.DefaultMaxBodyBytes,
 			ReadHeaderTimeout: config.DefaultReadHeaderTimeout, ReadTimeout: config.DefaultReadTimeout,
 			RequestTimeout: config.DefaultRequestTimeout, IdleTimeout: config.DefaultIdleTimeout,
-			MaxConnections: config.DefaultMaxConnections},
+			MaxConnections: config.DefaultMaxConnections, MaxEventStreams: httpapi.DefaultMaxStreams},
 		Metrics:  config.Metrics{Path: config.DefaultMetricsPath},
 		Logging:  config.Logging{Level: "info", Format: "text"},
 		Shutdown: config.Shutdown{DrainTimeout: config.DefaultDrainTimeout},

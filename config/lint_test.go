@@ -84,6 +84,14 @@ var lintCases = []struct {
 		},
 	},
 	{
+		name: "event bounds",
+		src:  "store:\n  event_retention: 0s\nhttp:\n  max_event_streams: 0\n",
+		want: []string{
+			"f.yaml:2:20: store.event_retention: must be more than 0: a followed type's events would be gone as soon as written",
+			"f.yaml:4:22: http.max_event_streams: must be at least 1, got 0",
+		},
+	},
+	{
 		name: "duplicate key",
 		src:  "http:\n  listen: 127.0.0.1:1\n  listen: 127.0.0.1:2\n",
 		want: []string{"f.yaml:3:3: http.listen: duplicate key (first at line 2)"},

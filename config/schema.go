@@ -112,6 +112,8 @@ var schema = object("", "",
 		leaf("cluster_file", "FoundationDB cluster file (backend `fdb` only); empty: the client's default (`/etc/foundationdb/fdb.cluster`)."),
 		leaf("prefix", "First element of every key jobstage writes, on either backend, so that several deployments can share one store.").
 			byDefault(DefaultPrefix),
+		leaf("event_retention", "How long the event log of a followed type (`GET /v1/events`) keeps an event; a client that reconnects within it (and within a minute of leaving) misses nothing. More than 0.").
+			byDefault(dur(fdbq.DefaultEventRetention)),
 	),
 	object("types", "Job types, by name. A type must be declared here to be enqueued or worked; a type with no keys (`name: {}`) takes every default. A name is 1 to 128 ASCII letters, digits, `_`, `-` and `.`, starting with a letter or a digit: it is also a metric label, a segment of the HTTP API's paths and of these environment variables.",
 		leaf("activity_timeout", "A running job whose worker has not sent a heartbeat for this long is taken back by the activity monitor and retried. At least 100ms.").
@@ -207,6 +209,8 @@ var schema = object("", "",
 			byDefault(dur(DefaultIdleTimeout)),
 		leaf("max_connections", "Bound on the connections open at once; past it a new connection waits to be accepted until one closes.").
 			byDefault(num(DefaultMaxConnections)).atLeast(1),
+		leaf("max_event_streams", "Bound on the event streams (`GET /v1/events`) served at once; past it a new one is answered 503 `busy`.").
+			byDefault(num(httpapi.DefaultMaxStreams)).atLeast(1),
 	),
 	object("metrics", "Prometheus metrics.",
 		leaf("path", "Path of the metrics endpoint on the HTTP API's listener. An explicit empty string (`\"\"`) turns it off: no route is served. With `http.tokens` the endpoint needs an `admin` or `metrics` token (the metrics name every type and pipeline and show the traffic); without tokens it is open to loopback clients, like the whole API.").

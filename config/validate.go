@@ -100,6 +100,9 @@ func (d *decoder) validateStore(s *Store) {
 	if s.Prefix == "" {
 		d.at("must not be empty", "store", "prefix")
 	}
+	if s.EventRetention <= 0 {
+		d.at("must be more than 0: a followed type's events would be gone as soon as written", "store", "event_retention")
+	}
 }
 
 // validateType checks the name and each setting with fdbq's own rules

@@ -96,7 +96,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		fx.WithLogger(func() fxevent.Logger { return &fxLogger{log: log} }),
 		fx.Supply(cfg, log),
 		storeModule(cfg.Store),
-		fx.Supply(fdbq.Options{Prefix: cfg.Store.KeyPrefix()}),
+		fx.Supply(fdbq.Options{Prefix: cfg.Store.KeyPrefix(), EventRetention: cfg.Store.EventRetention}),
 		fxjobstage.QueueModule,
 		fx.Provide(newMetrics),
 		fx.Provide(func(m *metrics.Metrics) fdbq.MonitorOptions {
@@ -405,6 +405,7 @@ func (s *Server) newAPI(p httpParams) (*httpapi.Server, error) {
 		},
 		Metrics:     metricsHandler,
 		MetricsPath: p.Config.Metrics.Path,
+		MaxStreams:  hc.MaxEventStreams,
 		Observe:     p.Metrics.HTTPObserve,
 		OnEnqueue:   p.Metrics.Enqueued,
 		OnAccept:    p.Metrics.Accepted,
