@@ -347,10 +347,15 @@ func (q *Queue) Follow(ctx context.Context, o FollowOptions, fn func(Event) erro
 		if r.advance.compare(cursor) > 0 {
 			cursor = r.advance // past entries that do not decode
 		}
-		if len(r.events) > 0 || r.reset != "" || r.more {
+		if len(r.events) > 0 || r.reset != "" {
 			lastEvent = time.Now()
+		}
+		if r.reset != "" || r.more {
 			continue
 		}
+		// The read that found the events set the watches too: a change
+		// since fires them at once, and a follower keeping up with a
+		// busy type reads once a change.
 		woke, err := f.wait(ctx, r, lastEvent)
 		if err != nil {
 			return err
@@ -442,8 +447,8 @@ type followRead struct {
 }
 
 // read reads, in one transaction, the events after cursor of the
-// follower's types (merged in log order), or, finding none, sets the
-// watches that wake it.
+// follower's types (merged in log order) and, unless there are more to
+// read at once, sets the watches that wake it for the next.
 func (f *follower) read(ctx context.Context, cursor Cursor) (*followRead, error) {
 	q := f.q
 	per := max(f.o.Batch/max(len(f.types), 1), 16)
@@ -506,7 +511,7 @@ func (f *follower) read(ctx context.Context, cursor Cursor) (*followRead, error)
 			}
 		}
 		sort.Slice(r.events, func(i, j int) bool { return r.events[i].Cursor.compare(r.events[j].Cursor) < 0 })
-		if len(r.events) > 0 || r.reset != "" || r.more {
+		if r.reset != "" || r.more {
 			return r, nil
 		}
 		if f.all {
