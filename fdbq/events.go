@@ -455,6 +455,18 @@ func (f *follower) read(ctx context.Context, cursor Cursor) (*followRead, error)
 	r, err := kv.Transact(ctx, q.db, func(tx kv.Tx) (*followRead, error) {
 		r := &followRead{}
 		from := cursor
+		// A cursor past every change the store has committed comes from
+		// another store or from before a restore: what is logged from now
+		// on would sort before it and never be read.
+		rv, err := tx.ReadVersion()
+		if err != nil {
+			return nil, err
+		}
+		if now := cursorAt(rv); from.compare(now) > 0 {
+			r.reset = fmt.Sprintf("the cursor %s is past every change of this store (at %s)", cursor, now)
+			r.resetTo = now
+			return r, nil
+		}
 		for _, t := range f.types {
 			b, err := tx.Get(q.k.eventsFloor(t))
 			if err != nil {

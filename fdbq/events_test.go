@@ -184,6 +184,33 @@ func TestFollowResumesWithoutGap(t *testing.T) {
 	g.expect(t, "email", "b pending", "c pending")
 }
 
+// A cursor past every change of the store (from another store, or from
+// before the store was restored from a backup) would sort after every
+// change logged from now on: the follower is reset to the store's present
+// and then gets each change.
+func TestFollowCursorPastTheStore(t *testing.T) {
+	q, _ := newQueue(t)
+	ctx := context.Background()
+	if _, err := q.Add(ctx, q.DB(), fdbq.NewJob{Type: "email", ID: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	future, err := fdbq.ParseCursor(strings.Repeat("7f", 10) + strings.Repeat("00", 8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := startFollow(t, q, fdbq.FollowOptions{Types: []string{"email"}, After: future})
+	e := f.next(t)
+	if e.Kind != fdbq.EventReset || !strings.Contains(e.Reason, "past every change") || e.Cursor.String() >= future.String() {
+		t.Fatalf("first event %+v, want a reset to the store's present", e)
+	}
+	if _, err := q.Add(ctx, q.DB(), fdbq.NewJob{Type: "email", ID: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	if b := f.expect(t, "email", "b pending"); b.Cursor.String() <= e.Cursor.String() {
+		t.Fatalf("event of b at %s, not after the reset's %s", b.Cursor, e.Cursor)
+	}
+}
+
 // Once nobody followed for longer than the lease, the log was not kept: a
 // follower from before is told to read again, and then gets what follows.
 func TestFollowResetAfterLogNotKept(t *testing.T) {
