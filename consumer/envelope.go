@@ -50,10 +50,11 @@ type Envelope struct {
 	mu     sync.Mutex
 	result json.RawMessage
 	err    error
-	// tracer traces the commit (traceWith); handled is the span context
-	// of the last handle span, the finish span's parent.
+	// tracer traces the commit (traceWith); handled is the context of
+	// the last handle span (nil: none), the finish span's parent. Only
+	// its values are used: it may have ended.
 	tracer  trace.Tracer
-	handled trace.SpanContext
+	handled context.Context
 
 	// finishSpan (nil: not traced) spans the commit of the outcome,
 	// finishHow names the outcome: set by the last acknowledgement,

@@ -18,15 +18,19 @@ import (
 func startHandle(e *Envelope, tracer trace.Tracer) (context.Context, trace.Span) {
 	l := e.Lease
 	ctx := tracing.ContextWith(e.Context(), l.Trace)
-	ctx, span := tracer.Start(ctx, tracing.SpanHandle, trace.WithSpanKind(trace.SpanKindConsumer))
+	ctx, span := tracer.Start(ctx, tracing.SpanHandle, handleOptions...)
 	if span.IsRecording() {
 		span.SetAttributes(jobAttributes(l)...)
 	}
 	e.mu.Lock()
-	e.handled = span.SpanContext()
+	e.handled = ctx
 	e.mu.Unlock()
 	return ctx, span
 }
+
+// handleOptions are the options of every handle span, made once: an
+// attempt with no tracer provider set should cost next to nothing.
+var handleOptions = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
 
 // endHandle ends the handle span of an attempt that ran with ctx and
 // returned err: its outcome (AttemptOutcome) as an attribute, and status
@@ -67,15 +71,14 @@ func (e *Envelope) traceWith(tracer trace.Tracer) {
 // handler ran); nil without a tracer.
 func (e *Envelope) startFinish() trace.Span {
 	e.mu.Lock()
-	tracer, parent := e.tracer, e.handled
+	tracer, ctx := e.tracer, e.handled
 	e.mu.Unlock()
 	if tracer == nil {
 		return nil
 	}
-	if !parent.IsValid() {
-		parent = tracing.SpanContext(e.Lease.Trace)
+	if ctx == nil {
+		ctx = tracing.ContextWith(context.Background(), e.Lease.Trace)
 	}
-	ctx := trace.ContextWithSpanContext(context.Background(), parent)
 	_, span := tracer.Start(ctx, tracing.SpanFinish)
 	if span.IsRecording() {
 		span.SetAttributes(jobAttributes(e.Lease)...)
