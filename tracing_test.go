@@ -3,6 +3,9 @@ package jobstage_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/jobstage/jobstage"
 	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/httpapi"
 	"github.com/jobstage/jobstage/jobstagetest"
 	"github.com/jobstage/jobstage/tracing"
 )
@@ -174,5 +178,66 @@ func TestTraceWithoutStoredContextIsRoot(t *testing.T) {
 	handles := spansNamed(exp, tracing.SpanHandle)
 	if len(handles) != 1 || handles[0].Parent.IsValid() || !seen.IsValid() || seen.SpanID() != handles[0].SpanContext.SpanID() {
 		t.Fatalf("handle spans %+v; handler's context %v", handles, seen)
+	}
+}
+
+// A job enqueued over HTTP, on a real listener, with a traceparent
+// header is handled in the caller's trace: the HTTP API's enqueue span is
+// the header's span's child, and the handle span the enqueue span's.
+func TestTraceFromHTTPHeaderToHandler(t *testing.T) {
+	ctx := within(t)
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	defer tp.Shutdown(context.Background())
+	c := jobstagetest.Open(t, jobstage.Config{Logger: quiet, TracerProvider: tp})
+	seen := make(chan trace.SpanContext, 1)
+	if err := jobstage.Work(c, func(ctx context.Context, j *jobstage.Job[Report]) error {
+		seen <- trace.SpanContextFromContext(ctx)
+		return nil
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	api, err := httpapi.New(c.Queue(), httpapi.Options{Logger: quiet, TracerProvider: tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(api)
+	defer hs.Close()
+	const traceID, parent = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+	req, err := http.NewRequestWithContext(ctx, "POST", hs.URL+"/v1/types/report/jobs", strings.NewReader(`{"id":"r1","data":{"month":"2026-12"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("traceparent", "00-"+traceID+"-"+parent+"-01")
+	req.Header.Set("tracestate", "congo=t61rcWkgMzE")
+	resp, err := hs.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("enqueue: %s", resp.Status)
+	}
+	sc := <-seen
+	if err := c.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	enq := spansNamed(exp, tracing.SpanEnqueue)
+	handles := spansNamed(exp, tracing.SpanHandle)
+	if len(enq) != 1 || len(handles) != 1 {
+		t.Fatalf("%d enqueue and %d handle spans", len(enq), len(handles))
+	}
+	if enq[0].SpanContext.TraceID().String() != traceID || enq[0].Parent.SpanID().String() != parent {
+		t.Fatalf("enqueue span in trace %s, parent %s", enq[0].SpanContext.TraceID(), enq[0].Parent.SpanID())
+	}
+	h := handles[0]
+	if h.SpanContext.TraceID().String() != traceID || h.Parent.SpanID() != enq[0].SpanContext.SpanID() || sc.SpanID() != h.SpanContext.SpanID() {
+		t.Fatalf("handle span in trace %s, parent %s; the handler's context %s", h.SpanContext.TraceID(), h.Parent.SpanID(), sc.SpanID())
+	}
+	if h.SpanContext.TraceState().Get("congo") != "t61rcWkgMzE" {
+		t.Errorf("tracestate %q", h.SpanContext.TraceState())
 	}
 }
