@@ -26,6 +26,8 @@ type Config struct {
 	Metrics   Metrics             `yaml:"metrics"`
 	Logging   Logging             `yaml:"logging"`
 	Shutdown  Shutdown            `yaml:"shutdown"`
+	// Tracing exports OpenTelemetry traces; nil (no tracing key): none.
+	Tracing *Tracing `yaml:"tracing"`
 }
 
 // Backends of Store.
@@ -300,6 +302,30 @@ type Shutdown struct {
 	DrainTimeout time.Duration `yaml:"drain_timeout"`
 }
 
+// Protocols of Tracing.
+const (
+	ProtocolGRPC = "grpc"
+	ProtocolHTTP = "http"
+)
+
+// Tracing configures the export of OpenTelemetry traces over OTLP.
+type Tracing struct {
+	// Endpoint is the collector's host:port.
+	Endpoint string `yaml:"endpoint"`
+	// Protocol is ProtocolGRPC (the default) or ProtocolHTTP
+	// (protobuf over HTTP, at /v1/traces).
+	Protocol string `yaml:"protocol"`
+	// Insecure sends without TLS.
+	Insecure bool `yaml:"insecure"`
+	// Headers are sent with each export (an API key, say).
+	Headers map[string]string `yaml:"headers"`
+	// SampleRatio is the share of new traces recorded, 0 to 1; a trace
+	// continued from a caller follows the caller's choice.
+	SampleRatio float64 `yaml:"sample_ratio"`
+	// ServiceName is the service.name of the spans' resource.
+	ServiceName string `yaml:"service_name"`
+}
+
 // Logging configures the log/slog logger.
 type Logging struct {
 	// Level is debug, info (the default), warn or error.
@@ -324,6 +350,9 @@ const (
 	DefaultIdleTimeout       = 2 * time.Minute
 	DefaultMaxConnections    = 1024
 	DefaultDrainTimeout      = 30 * time.Second
+
+	DefaultTracingProtocol    = ProtocolGRPC
+	DefaultTracingServiceName = "jobstage"
 )
 
 // ErrInvalid is wrapped by the error Load returns for a config with

@@ -325,3 +325,22 @@ func equalSets(a, b []string) bool {
 	}
 	return true
 }
+
+// Tracing is off without its key; with it, its defaults and the values
+// given.
+func TestTracing(t *testing.T) {
+	if c := mustParse(t, "store: {}\n", nil); c.Tracing != nil {
+		t.Fatalf("tracing without the key: %+v", c.Tracing)
+	}
+	c := mustParse(t, "tracing: {endpoint: \"localhost:4317\"}\n", nil)
+	want := config.Tracing{Endpoint: "localhost:4317", Protocol: "grpc", SampleRatio: 1, ServiceName: "jobstage"}
+	if c.Tracing == nil || !reflect.DeepEqual(*c.Tracing, want) {
+		t.Fatalf("defaults: %+v", c.Tracing)
+	}
+	c = mustParse(t, "tracing:\n  endpoint: collector:4318\n  protocol: http\n  insecure: true\n  headers: {x-api-key: \"${KEY}\"}\n  sample_ratio: 0.25\n  service_name: billing\n",
+		map[string]string{"KEY": "s3cret", "JOBSTAGE_TRACING__SAMPLE_RATIO": "0.5"})
+	want = config.Tracing{Endpoint: "collector:4318", Protocol: "http", Insecure: true, Headers: map[string]string{"x-api-key": "s3cret"}, SampleRatio: 0.5, ServiceName: "billing"}
+	if !reflect.DeepEqual(*c.Tracing, want) {
+		t.Fatalf("got %+v\nwant %+v", *c.Tracing, want)
+	}
+}

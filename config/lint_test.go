@@ -50,6 +50,26 @@ var lintCases = []struct {
 		},
 	},
 	{
+		name: "tracing",
+		src: "tracing:\n  endpoint: http://collector:4318/v1/traces\n  protocol: udp\n  sample_ratio: 1.5\n" +
+			"  headers: {\"bad name\": x, ok: y}\n  service_name: \"\"\n",
+		want: []string{
+			`f.yaml:2:13: tracing.endpoint: "http://collector:4318/v1/traces" is not host:port (such as localhost:4317; no scheme or path)`,
+			`f.yaml:3:13: tracing.protocol: unknown value "udp"; one of grpc, http`,
+			`f.yaml:4:17: tracing.sample_ratio: 1.5 is not between 0 and 1`,
+			`f.yaml:5:13: tracing.headers.bad name: "bad name" is not a header name`,
+			`f.yaml:6:17: tracing.service_name: must not be empty`,
+		},
+	},
+	{
+		name: "tracing without an endpoint, a ratio not a number",
+		src:  "tracing: {sample_ratio: half}\n",
+		want: []string{
+			`f.yaml:1:1: tracing.endpoint: missing: the collector's host:port, such as localhost:4317`,
+			`f.yaml:1:25: tracing.sample_ratio: expected a number, got "half"`,
+		},
+	},
+	{
 		name: "two documents",
 		src:  "store: {}\n---\nhttp: {}\n",
 		want: []string{"f.yaml:2:1: only one YAML document is allowed"},

@@ -20,6 +20,7 @@ const (
 	kindString    kind = iota
 	kindInt            // int or int64
 	kindBool           //
+	kindFloat          // float64, finite
 	kindDuration       // Go duration string, never negative
 	kindStrings        // list of strings
 	kindStringMap      // map of string to string
@@ -220,6 +221,18 @@ var schema = object("", "",
 		leaf("drain_timeout", "How long running handlers get to finish when the server stops; then they are interrupted and their jobs retried. More than 0, at most 1h.").
 			byDefault(dur(DefaultDrainTimeout)),
 	),
+	object("tracing", "OpenTelemetry traces, exported over OTLP; without this key none are. A job stores the trace context it was enqueued in (a request's `traceparent` header, or the enqueue's span) and its handler's spans continue that trace; an exec command gets it in `TRACEPARENT` and `TRACESTATE`. The spans are `jobstage.enqueue`, `jobstage.accept`, `jobstage.handle` (one per attempt) and `jobstage.finish`, with the job's type, id and attempt as `jobstage.job.type`, `jobstage.job.id` and `jobstage.job.attempt`. Spans still buffered are sent when the server stops.",
+		leaf("endpoint", "The OTLP collector, host:port (`localhost:4317` for grpc, `localhost:4318` for http). Required."),
+		leaf("protocol", "`grpc`, or `http` (protobuf over HTTP, to `/v1/traces`).").
+			byDefault(DefaultTracingProtocol).oneOf(ProtocolGRPC, ProtocolHTTP),
+		leaf("insecure", "Send without TLS (a collector on this machine or a private network).").
+			byDefault("false"),
+		leaf("headers", "Headers sent with each export, such as an API key (`${VAR}` keeps it out of the file)."),
+		leaf("sample_ratio", "The share of new traces recorded, from 0 to 1; a trace continued from a caller's `traceparent` is recorded when the caller's was.").
+			byDefault("1"),
+		leaf("service_name", "The `service.name` of the spans.").
+			byDefault(DefaultTracingServiceName),
+	),
 	object("logging", "Logs (log/slog), on standard error.",
 		leaf("level", "`debug`, `info`, `warn` or `error`.").
 			byDefault("info").oneOf("debug", "info", "warn", "error"),
@@ -296,6 +309,8 @@ func kindOf(t reflect.Type) kind {
 		return kindInt
 	case reflect.Bool:
 		return kindBool
+	case reflect.Float64:
+		return kindFloat
 	case reflect.Struct:
 		return kindObject
 	case reflect.Pointer:
@@ -331,6 +346,8 @@ func (k kind) what() string {
 		return "integer"
 	case kindBool:
 		return "boolean"
+	case kindFloat:
+		return "number"
 	case kindDuration:
 		return "duration"
 	case kindStrings:

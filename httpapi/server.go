@@ -18,8 +18,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/kv"
+	"github.com/jobstage/jobstage/tracing"
 )
 
 // Role is what a token may do; see the package documentation for the
@@ -92,6 +95,11 @@ type Options struct {
 	// with the same lock (a retry after a lost answer), which answers 204
 	// and changes nothing, is not an outcome: it is not reported.
 	OnOutcome func(typ, outcome string)
+	// TracerProvider makes the span of each enqueue (jobstage.enqueue; see
+	// package tracing), a child of the request's span, or of the trace
+	// context of its traceparent and tracestate headers; the jobs store
+	// its context. nil: otel.GetTracerProvider().
+	TracerProvider trace.TracerProvider
 }
 
 // Server is the HTTP API over a queue. It is an http.Handler; the caller
@@ -106,6 +114,7 @@ type Server struct {
 	routes  []string
 	maxBody int64
 	timeout time.Duration
+	tracer  trace.Tracer
 	// stopping is set by Stopping: requests cancelled from then on were
 	// cut short by the server, not left by their client. stop is closed
 	// then too: it ends the event streams.
@@ -139,7 +148,8 @@ func New(q *fdbq.Queue, o Options) (*Server, error) {
 		return nil, errors.New("httpapi: nil queue")
 	}
 	s := &Server{q: q, db: q.DB(), o: o, log: o.Logger, mux: http.NewServeMux(), maxBody: o.MaxBodyBytes, timeout: o.RequestTimeout,
-		streams: make(chan struct{}, cmp.Or(max(o.MaxStreams, 0), DefaultMaxStreams)), stop: make(chan struct{})}
+		streams: make(chan struct{}, cmp.Or(max(o.MaxStreams, 0), DefaultMaxStreams)), stop: make(chan struct{}),
+		tracer: tracing.Tracer(o.TracerProvider)}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

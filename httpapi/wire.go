@@ -42,6 +42,9 @@ type Job struct {
 	// name there.
 	Workflow string `json:"workflow,omitempty"`
 	Node     string `json:"node,omitempty"`
+	// TraceID is the id of the trace the job was enqueued in (W3C, 32
+	// lower-case hex digits): its handler's spans are in that trace.
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // Lease is a job accepted by an external worker, with the lock it must
@@ -323,6 +326,7 @@ func toJob(j *fdbq.Job) *Job {
 		AddedAt:     j.AddedAt, ScheduledAt: j.ScheduledAt, StartedAt: j.StartedAt,
 		HeartbeatAt: j.HeartbeatAt, FinishedAt: j.FinishedAt,
 		Added: j.Added, Workflow: j.Workflow, Node: j.Node,
+		TraceID: j.Trace.TraceIDString(),
 	}
 }
 
