@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/kv"
+	"github.com/jobstage/jobstage/tracing"
 )
 
 // EnqueueOptions are the options of one enqueue; zero fields keep the
@@ -68,13 +71,19 @@ func EnqueueManyTx[T Args](ctx context.Context, tr kv.Transactor, c *Client, arg
 	if o.ID != "" && len(args) > 1 {
 		return nil, fmt.Errorf("jobstage: EnqueueOptions.ID names one job, and %d are enqueued", len(args))
 	}
+	// The jobs store the enqueue span's context: their handlers' spans
+	// are its children, in the caller's trace.
+	ctx, span := c.tracer.Start(ctx, tracing.SpanEnqueue, trace.WithSpanKind(trace.SpanKindProducer))
+	tc := tracing.FromContext(ctx)
 	jobs := make([]fdbq.NewJob, len(args))
 	for i, a := range args {
 		data, err := json.Marshal(a)
 		if err != nil {
-			return nil, fmt.Errorf("jobstage: encode the args of a %s job: %w", kind, err)
+			err = fmt.Errorf("jobstage: encode the args of a %s job: %w", kind, err)
+			tracing.EndEnqueue(span, kind, nil, err)
+			return nil, err
 		}
-		jobs[i] = fdbq.NewJob{Type: kind, ID: o.ID, Data: data, ScheduledAt: o.At, Priority: d.Priority, Key: o.Key, MaxAttempts: o.MaxAttempts, Unique: d.Unique}
+		jobs[i] = fdbq.NewJob{Type: kind, ID: o.ID, Data: data, ScheduledAt: o.At, Priority: d.Priority, Key: o.Key, MaxAttempts: o.MaxAttempts, Unique: d.Unique, Trace: tc}
 		if o.Unique != nil {
 			jobs[i].Unique = o.Unique
 		}
@@ -90,6 +99,7 @@ func EnqueueManyTx[T Args](ctx context.Context, tr kv.Transactor, c *Client, arg
 			return err
 		})
 	})
+	tracing.EndEnqueue(span, kind, out, err)
 	if err != nil {
 		return nil, err
 	}

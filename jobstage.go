@@ -51,10 +51,13 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/kv"
 	"github.com/jobstage/jobstage/kv/embedded"
 	"github.com/jobstage/jobstage/pipeline"
+	"github.com/jobstage/jobstage/tracing"
 )
 
 // Args are a job's arguments, stored as its JSON data. Kind names the
@@ -129,6 +132,11 @@ type Config struct {
 	DrainTimeout time.Duration
 	// Now is the queue's clock; default time.Now.
 	Now func() time.Time
+	// TracerProvider makes the spans of enqueues, accepts and attempts,
+	// and each job carries the trace context it was enqueued in to its
+	// handler (package tracing); nil: otel.GetTracerProvider(), which
+	// does nothing until the program sets one.
+	TracerProvider trace.TracerProvider
 }
 
 // Client is an open store, its queue, the kinds registered with Work and
@@ -136,6 +144,7 @@ type Config struct {
 // pipelines do not run their own, see pipeline.Options.NoRecovery).
 type Client struct {
 	cfg     Config
+	tracer  trace.Tracer
 	db      *kv.DB
 	q       *fdbq.Queue
 	monitor *fdbq.Monitor
@@ -187,7 +196,7 @@ func Open(ctx context.Context, cfg Config) (*Client, error) {
 	if err := q.CheckLayout(ctx, db); err != nil {
 		return nil, errors.Join(fmt.Errorf("jobstage: open store: %w", err), db.Close())
 	}
-	return &Client{cfg: cfg, db: db, q: q, known: map[string]bool{}}, nil
+	return &Client{cfg: cfg, tracer: tracing.Tracer(cfg.TracerProvider), db: db, q: q, known: map[string]bool{}}, nil
 }
 
 // Queue is the jobs layer under the client.

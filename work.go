@@ -101,14 +101,14 @@ func work[T Args](c *Client, o *WorkOptions, newConsumer func(consumer.Options, 
 			return fmt.Errorf("jobstage: kind %s has a handler already", kind)
 		}
 	}
-	co := consumer.Options{Name: kind, Concurrency: o.Concurrency, JobTimeout: timeout}
+	co := consumer.Options{Name: kind, Concurrency: o.Concurrency, JobTimeout: timeout, TracerProvider: c.cfg.TracerProvider}
 	log := c.cfg.Logger.With("kind", kind)
 	build := func() (*pipeline.Pipeline, error) {
 		cons, err := newConsumer(co, consumer.Logging(log), consumer.Recover())
 		if err != nil {
 			return nil, err
 		}
-		return pipeline.From(producer.New(c.q, kind, producer.Options{Logger: c.cfg.Logger})).
+		return pipeline.From(producer.New(c.q, kind, producer.Options{Logger: c.cfg.Logger, TracerProvider: c.cfg.TracerProvider})).
 			To(cons).
 			// The client runs the monitor (unless Config.NoRecovery says none).
 			WithOptions(pipeline.Options{BatchFinish: true, Logger: log, DrainTimeout: c.cfg.DrainTimeout, NoRecovery: true}).

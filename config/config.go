@@ -26,6 +26,8 @@ type Config struct {
 	Metrics   Metrics             `yaml:"metrics"`
 	Logging   Logging             `yaml:"logging"`
 	Shutdown  Shutdown            `yaml:"shutdown"`
+	// Tracing exports OpenTelemetry traces; nil (no tracing key): none.
+	Tracing *Tracing `yaml:"tracing"`
 }
 
 // Backends of Store.
@@ -46,6 +48,9 @@ type Store struct {
 	// Prefix is the first element of every key jobstage writes, so that
 	// several deployments can share one store; default DefaultPrefix.
 	Prefix string `yaml:"prefix"`
+	// EventRetention is how long a followed type's event log keeps an
+	// event (GET /v1/events); default fdbq.DefaultEventRetention.
+	EventRetention time.Duration `yaml:"event_retention"`
 }
 
 // KeyPrefix returns the tuple-encoded key prefix for fdbq.Options.Prefix;
@@ -252,6 +257,9 @@ type HTTP struct {
 	// MaxConnections bounds the connections open at once; past it new
 	// ones wait to be accepted. Default DefaultMaxConnections.
 	MaxConnections int `yaml:"max_connections"`
+	// MaxEventStreams bounds the event streams (GET /v1/events) served
+	// at once. Default httpapi.DefaultMaxStreams.
+	MaxEventStreams int `yaml:"max_event_streams"`
 }
 
 // Token is a bearer token and the role it grants.
@@ -294,6 +302,30 @@ type Shutdown struct {
 	DrainTimeout time.Duration `yaml:"drain_timeout"`
 }
 
+// Protocols of Tracing.
+const (
+	ProtocolGRPC = "grpc"
+	ProtocolHTTP = "http"
+)
+
+// Tracing configures the export of OpenTelemetry traces over OTLP.
+type Tracing struct {
+	// Endpoint is the collector's host:port.
+	Endpoint string `yaml:"endpoint"`
+	// Protocol is ProtocolGRPC (the default) or ProtocolHTTP
+	// (protobuf over HTTP, at /v1/traces).
+	Protocol string `yaml:"protocol"`
+	// Insecure sends without TLS.
+	Insecure bool `yaml:"insecure"`
+	// Headers are sent with each export (an API key, say).
+	Headers map[string]string `yaml:"headers"`
+	// SampleRatio is the share of new traces recorded, 0 to 1; a trace
+	// continued from a caller follows the caller's choice.
+	SampleRatio float64 `yaml:"sample_ratio"`
+	// ServiceName is the service.name of the spans' resource.
+	ServiceName string `yaml:"service_name"`
+}
+
 // Logging configures the log/slog logger.
 type Logging struct {
 	// Level is debug, info (the default), warn or error.
@@ -318,6 +350,9 @@ const (
 	DefaultIdleTimeout       = 2 * time.Minute
 	DefaultMaxConnections    = 1024
 	DefaultDrainTimeout      = 30 * time.Second
+
+	DefaultTracingProtocol    = ProtocolGRPC
+	DefaultTracingServiceName = "jobstage"
 )
 
 // ErrInvalid is wrapped by the error Load returns for a config with

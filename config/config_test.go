@@ -12,6 +12,7 @@ import (
 
 	"github.com/jobstage/jobstage/config"
 	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/httpapi"
 )
 
 // env returns a lookup over vars, for Parse.
@@ -82,11 +83,11 @@ func TestQuickstartLoads(t *testing.T) {
 func TestDefaults(t *testing.T) {
 	c := mustParse(t, "", nil)
 	want := config.Config{
-		Store: config.Store{Backend: "embedded", Path: config.DefaultStorePath, Prefix: config.DefaultPrefix},
+		Store: config.Store{Backend: "embedded", Path: config.DefaultStorePath, Prefix: config.DefaultPrefix, EventRetention: fdbq.DefaultEventRetention},
 		HTTP: config.HTTP{Listen: config.DefaultListen, MaxBodyBytes: config.DefaultMaxBodyBytes,
 			ReadHeaderTimeout: config.DefaultReadHeaderTimeout, ReadTimeout: config.DefaultReadTimeout,
 			RequestTimeout: config.DefaultRequestTimeout, IdleTimeout: config.DefaultIdleTimeout,
-			MaxConnections: config.DefaultMaxConnections},
+			MaxConnections: config.DefaultMaxConnections, MaxEventStreams: httpapi.DefaultMaxStreams},
 		Metrics:  config.Metrics{Path: config.DefaultMetricsPath},
 		Logging:  config.Logging{Level: "info", Format: "text"},
 		Shutdown: config.Shutdown{DrainTimeout: config.DefaultDrainTimeout},
@@ -323,4 +324,23 @@ func equalSets(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// Tracing is off without its key; with it, its defaults and the values
+// given.
+func TestTracing(t *testing.T) {
+	if c := mustParse(t, "store: {}\n", nil); c.Tracing != nil {
+		t.Fatalf("tracing without the key: %+v", c.Tracing)
+	}
+	c := mustParse(t, "tracing: {endpoint: \"localhost:4317\"}\n", nil)
+	want := config.Tracing{Endpoint: "localhost:4317", Protocol: "grpc", SampleRatio: 1, ServiceName: "jobstage"}
+	if c.Tracing == nil || !reflect.DeepEqual(*c.Tracing, want) {
+		t.Fatalf("defaults: %+v", c.Tracing)
+	}
+	c = mustParse(t, "tracing:\n  endpoint: collector:4318\n  protocol: http\n  insecure: true\n  headers: {x-api-key: \"${KEY}\"}\n  sample_ratio: 0.25\n  service_name: billing\n",
+		map[string]string{"KEY": "s3cret", "JOBSTAGE_TRACING__SAMPLE_RATIO": "0.5"})
+	want = config.Tracing{Endpoint: "collector:4318", Protocol: "http", Insecure: true, Headers: map[string]string{"x-api-key": "s3cret"}, SampleRatio: 0.5, ServiceName: "billing"}
+	if !reflect.DeepEqual(*c.Tracing, want) {
+		t.Fatalf("got %+v\nwant %+v", *c.Tracing, want)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"reflect"
 	"regexp"
 	"slices"
@@ -585,6 +586,12 @@ func (f *field) parse(s string) (reflect.Value, string) {
 			return reflect.Value{}, fmt.Sprintf("expected true or false, got %q", s)
 		}
 		x = b
+	case kindFloat:
+		x2, err := strconv.ParseFloat(s, 64)
+		if err != nil || math.IsInf(x2, 0) || math.IsNaN(x2) {
+			return reflect.Value{}, fmt.Sprintf("expected a number, got %q", s)
+		}
+		x = x2
 	case kindDuration:
 		t, err := time.ParseDuration(s)
 		if err != nil {

@@ -50,6 +50,26 @@ var lintCases = []struct {
 		},
 	},
 	{
+		name: "tracing",
+		src: "tracing:\n  endpoint: http://collector:4318/v1/traces\n  protocol: udp\n  sample_ratio: 1.5\n" +
+			"  headers: {\"bad name\": x, ok: y}\n  service_name: \"\"\n",
+		want: []string{
+			`f.yaml:2:13: tracing.endpoint: "http://collector:4318/v1/traces" is not host:port (such as localhost:4317; no scheme or path)`,
+			`f.yaml:3:13: tracing.protocol: unknown value "udp"; one of grpc, http`,
+			`f.yaml:4:17: tracing.sample_ratio: 1.5 is not between 0 and 1`,
+			`f.yaml:5:13: tracing.headers.bad name: "bad name" is not a header name`,
+			`f.yaml:6:17: tracing.service_name: must not be empty`,
+		},
+	},
+	{
+		name: "tracing without an endpoint, a ratio not a number",
+		src:  "tracing: {sample_ratio: half}\n",
+		want: []string{
+			`f.yaml:1:1: tracing.endpoint: missing: the collector's host:port, such as localhost:4317`,
+			`f.yaml:1:25: tracing.sample_ratio: expected a number, got "half"`,
+		},
+	},
+	{
 		name: "two documents",
 		src:  "store: {}\n---\nhttp: {}\n",
 		want: []string{"f.yaml:2:1: only one YAML document is allowed"},
@@ -81,6 +101,14 @@ var lintCases = []struct {
 		want: []string{
 			"f.yaml:2:17: http.read_timeout: 5s is shorter than read_header_timeout (10s), which it includes",
 			"f.yaml:4:18: shutdown.drain_timeout: must be more than 0: with no time to finish, every running handler would be interrupted at once",
+		},
+	},
+	{
+		name: "event bounds",
+		src:  "store:\n  event_retention: 0s\nhttp:\n  max_event_streams: 0\n",
+		want: []string{
+			"f.yaml:2:20: store.event_retention: must be more than 0: a followed type's events would be gone as soon as written",
+			"f.yaml:4:22: http.max_event_streams: must be at least 1, got 0",
 		},
 	},
 	{

@@ -20,6 +20,7 @@ const (
 	kindString    kind = iota
 	kindInt            // int or int64
 	kindBool           //
+	kindFloat          // float64, finite
 	kindDuration       // Go duration string, never negative
 	kindStrings        // list of strings
 	kindStringMap      // map of string to string
@@ -112,6 +113,8 @@ var schema = object("", "",
 		leaf("cluster_file", "FoundationDB cluster file (backend `fdb` only); empty: the client's default (`/etc/foundationdb/fdb.cluster`)."),
 		leaf("prefix", "First element of every key jobstage writes, on either backend, so that several deployments can share one store.").
 			byDefault(DefaultPrefix),
+		leaf("event_retention", "How long the event log of a followed type (`GET /v1/events`) keeps an event; a client that reconnects within it (and within a minute of leaving) misses nothing. More than 0.").
+			byDefault(dur(fdbq.DefaultEventRetention)),
 	),
 	object("types", "Job types, by name. A type must be declared here to be enqueued or worked; a type with no keys (`name: {}`) takes every default. A name is 1 to 128 ASCII letters, digits, `_`, `-` and `.`, starting with a letter or a digit: it is also a metric label, a segment of the HTTP API's paths and of these environment variables.",
 		leaf("activity_timeout", "A running job whose worker has not sent a heartbeat for this long is taken back by the activity monitor and retried. At least 100ms.").
@@ -207,6 +210,8 @@ var schema = object("", "",
 			byDefault(dur(DefaultIdleTimeout)),
 		leaf("max_connections", "Bound on the connections open at once; past it a new connection waits to be accepted until one closes.").
 			byDefault(num(DefaultMaxConnections)).atLeast(1),
+		leaf("max_event_streams", "Bound on the event streams (`GET /v1/events`) served at once; past it a new one is answered 503 `busy`.").
+			byDefault(num(httpapi.DefaultMaxStreams)).atLeast(1),
 	),
 	object("metrics", "Prometheus metrics.",
 		leaf("path", "Path of the metrics endpoint on the HTTP API's listener. An explicit empty string (`\"\"`) turns it off: no route is served. With `http.tokens` the endpoint needs an `admin` or `metrics` token (the metrics name every type and pipeline and show the traffic); without tokens it is open to loopback clients, like the whole API.").
@@ -215,6 +220,18 @@ var schema = object("", "",
 	object("shutdown", "How the server stops, on SIGTERM or SIGINT: the HTTP API stops taking requests and closes the connections still open, jobs accepted but not started go back to pending, and running handlers get `drain_timeout` to finish; a second signal stops at once.",
 		leaf("drain_timeout", "How long running handlers get to finish when the server stops; then they are interrupted and their jobs retried. More than 0, at most 1h.").
 			byDefault(dur(DefaultDrainTimeout)),
+	),
+	object("tracing", "OpenTelemetry traces, exported over OTLP; without this key none are. A job stores the trace context it was enqueued in (a request's `traceparent` header, or the enqueue's span) and its handler's spans continue that trace; an exec command gets it in `TRACEPARENT` and `TRACESTATE`. The spans are `jobstage.enqueue`, `jobstage.accept`, `jobstage.handle` (one per attempt) and `jobstage.finish`, with the job's type, id and attempt as `jobstage.job.type`, `jobstage.job.id` and `jobstage.job.attempt`. Spans still buffered are sent when the server stops.",
+		leaf("endpoint", "The OTLP collector, host:port (`localhost:4317` for grpc, `localhost:4318` for http). Required."),
+		leaf("protocol", "`grpc`, or `http` (protobuf over HTTP, to `/v1/traces`).").
+			byDefault(DefaultTracingProtocol).oneOf(ProtocolGRPC, ProtocolHTTP),
+		leaf("insecure", "Send without TLS (a collector on this machine or a private network).").
+			byDefault("false"),
+		leaf("headers", "Headers sent with each export, such as an API key (`${VAR}` keeps it out of the file)."),
+		leaf("sample_ratio", "The share of new traces recorded, from 0 to 1; a trace continued from a caller's `traceparent` is recorded when the caller's was.").
+			byDefault("1"),
+		leaf("service_name", "The `service.name` of the spans.").
+			byDefault(DefaultTracingServiceName),
 	),
 	object("logging", "Logs (log/slog), on standard error.",
 		leaf("level", "`debug`, `info`, `warn` or `error`.").
@@ -292,6 +309,8 @@ func kindOf(t reflect.Type) kind {
 		return kindInt
 	case reflect.Bool:
 		return kindBool
+	case reflect.Float64:
+		return kindFloat
 	case reflect.Struct:
 		return kindObject
 	case reflect.Pointer:
@@ -327,6 +346,8 @@ func (k kind) what() string {
 		return "integer"
 	case kindBool:
 		return "boolean"
+	case kindFloat:
+		return "number"
 	case kindDuration:
 		return "duration"
 	case kindStrings:

@@ -44,6 +44,35 @@ func (d *decoder) validate(c *Config) {
 	d.validateExecSecrets(c)
 	d.validateMetrics(&c.Metrics)
 	d.validateShutdown(&c.Shutdown)
+	if c.Tracing != nil {
+		d.validateTracing(c.Tracing)
+	}
+}
+
+func (d *decoder) validateTracing(t *Tracing) {
+	if t.Endpoint == "" {
+		d.at("missing: the collector's host:port, such as localhost:4317", "tracing", "endpoint")
+	} else if host, port, err := net.SplitHostPort(t.Endpoint); err != nil || host == "" || !validPort(port) {
+		d.at(fmt.Sprintf("%q is not host:port (such as localhost:4317; no scheme or path)", t.Endpoint), "tracing", "endpoint")
+	}
+	if t.SampleRatio < 0 || t.SampleRatio > 1 {
+		d.at(fmt.Sprintf("%v is not between 0 and 1", t.SampleRatio), "tracing", "sample_ratio")
+	}
+	for _, k := range slices.Sorted(maps.Keys(t.Headers)) {
+		if !validHeaderName(k) {
+			d.at(fmt.Sprintf("%q is not a header name", k), "tracing", "headers", k)
+		} else if strings.ContainsAny(t.Headers[k], "\r\n\x00") {
+			d.at("the value holds a line break or a NUL byte", "tracing", "headers", k)
+		}
+	}
+	if t.ServiceName == "" {
+		d.at("must not be empty", "tracing", "service_name")
+	}
+}
+
+func validPort(s string) bool {
+	n, err := strconv.Atoi(s)
+	return err == nil && n > 0 && n < 1<<16
 }
 
 // validateExecSecrets refuses an exec handler that would pass a token's
@@ -99,6 +128,9 @@ func (d *decoder) validateStore(s *Store) {
 	}
 	if s.Prefix == "" {
 		d.at("must not be empty", "store", "prefix")
+	}
+	if s.EventRetention <= 0 {
+		d.at("must be more than 0: a followed type's events would be gone as soon as written", "store", "event_retention")
 	}
 }
 

@@ -11,7 +11,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/tracing"
 )
 
 // Job is what a handler gets: the job's typed data and its metadata.
@@ -103,6 +106,11 @@ type Options struct {
 	MinDemand int
 	// JobTimeout bounds one attempt; 0: none.
 	JobTimeout time.Duration
+	// TracerProvider makes the spans of each attempt (jobstage.handle,
+	// around the handler, in the trace the job was enqueued in, and
+	// jobstage.finish, the commit of its outcome; see package tracing);
+	// nil: otel.GetTracerProvider().
+	TracerProvider trace.TracerProvider
 }
 
 func (o *Options) defaults() error {
@@ -212,12 +220,14 @@ func newConsumer[T any](o Options, run func(ctx context.Context, job *Job[T]) (j
 	if err != nil {
 		return nil, err
 	}
+	tracer := tracing.Tracer(o.TracerProvider)
 	return &Consumer{opts: o, kind: kind, run: func(e *Envelope) func(func()) {
+		e.traceWith(tracer)
 		if !e.Start() {
 			cause := context.Cause(e.Context())
 			return func(then func()) { e.ack(nil, cause, then) }
 		}
-		result, err := runTyped(e, run, timeout)
+		result, err := runTyped(e, run, timeout, tracer)
 		return func(then func()) { e.ack(result, err, then) }
 	}}, nil
 }
@@ -239,12 +249,14 @@ func (c *Consumer) Kind() string { return c.kind }
 func (c *Consumer) Options() Options { return c.opts }
 
 // runTyped decodes the job's data and runs the handler, which returns the
-// job's JSON result (panics become errors with the stack).
-func runTyped[T any](e *Envelope, run func(ctx context.Context, job *Job[T]) (json.RawMessage, error), timeout time.Duration) (result json.RawMessage, err error) {
+// job's JSON result (panics become errors with the stack), in the
+// attempt's handle span.
+func runTyped[T any](e *Envelope, run func(ctx context.Context, job *Job[T]) (json.RawMessage, error), timeout time.Duration, tracer trace.Tracer) (result json.RawMessage, err error) {
 	l := e.Lease
 	job := &Job[T]{ID: l.ID, Type: l.Type, Attempt: l.Attempts, Snoozes: l.Snoozes, Priority: l.Priority, Key: l.Key, ScheduledAt: l.ScheduledAt, Lease: l, env: e}
 	job.undecodable = decodeData(job, l.Data)
-	ctx := e.Context()
+	ctx, span := startHandle(e, tracer)
+	defer func() { endHandle(ctx, span, err) }()
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, timeout, fmt.Errorf("consumer: job timed out after %v", timeout))

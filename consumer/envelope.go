@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/jobstage/jobstage/fdbq"
 )
 
@@ -48,6 +50,17 @@ type Envelope struct {
 	mu     sync.Mutex
 	result json.RawMessage
 	err    error
+	// tracer traces the commit (traceWith); handled is the context of
+	// the last handle span (nil: none), the finish span's parent. Only
+	// its values are used: it may have ended.
+	tracer  trace.Tracer
+	handled context.Context
+
+	// finishSpan (nil: not traced) spans the commit of the outcome,
+	// finishHow names the outcome: set by the last acknowledgement,
+	// ended by finish.
+	finishSpan trace.Span
+	finishHow  string
 
 	hb     *Heartbeater  // renews the lease, if set
 	hbStop chan struct{} // stops the envelope's own heartbeat, if it has one
@@ -213,6 +226,7 @@ func (e *Envelope) ack(result json.RawMessage, err error, then func()) {
 		return
 	}
 	e.stopHeartbeat()
+	e.finishSpan = e.startFinish()
 	// The outcome is committed even when the pipeline is stopping: the
 	// work was done; only a halted job has nothing to commit.
 	ctx := context.WithoutCancel(e.ctx)
@@ -221,12 +235,13 @@ func (e *Envelope) ack(result json.RawMessage, err error, then func()) {
 	var ending fdbq.Ending
 	switch cause := context.Cause(e.ctx); {
 	case errors.Is(cause, ErrHalted):
-		e.outErr = fdbq.ErrHalt
+		e.outErr, e.finishHow = fdbq.ErrHalt, OutcomeHalted
 		e.finish(then)
 		return
 	case e.err != nil && errors.Is(cause, ErrStopping) && !chosen:
 		// Interrupted by the stop: the attempt is not the handler's
 		// doing. An ending the handler chose is committed as chosen.
+		e.finishHow = OutcomeStopped
 		e.async(then, func() { e.outErr = e.q.Release(ctx, e.q.DB(), []*fdbq.Lease{e.Lease}) })
 		return
 	case chosen:
@@ -236,6 +251,7 @@ func (e *Envelope) ack(result json.RawMessage, err error, then func()) {
 	default:
 		ending = fdbq.Ending{How: fdbq.AttemptSucceeded, Result: e.result}
 	}
+	e.finishHow = ending.How.String()
 	// ended takes End's answer: a result the job's record cannot hold
 	// fails the attempt rather than leave the job running until the
 	// monitor takes it back.
@@ -244,6 +260,7 @@ func (e *Envelope) ack(result json.RawMessage, err error, then func()) {
 		return ending.How == fdbq.AttemptSucceeded && errors.Is(err, fdbq.ErrDataTooLarge)
 	}
 	tooLarge := func() {
+		e.finishHow = fdbq.AttemptFailed.String()
 		e.ended, e.outErr = e.fin.End(ctx, e.Lease, fdbq.Ending{How: fdbq.AttemptFailed, Cause: "result not stored: " + e.outErr.Error()})
 	}
 	if af, ok := e.fin.(asyncFinisher); ok && then != nil {
@@ -280,6 +297,7 @@ func (e *Envelope) async(then func(), commit func()) {
 // finish settles the envelope once its outcome is committed, and calls
 // then.
 func (e *Envelope) finish(then func()) {
+	e.endFinish()
 	e.cancel(context.Canceled)
 	e.settle()
 	if then != nil {

@@ -35,6 +35,12 @@ type NewJob struct {
 	// data or chosen fields of it, and says what Add does when a
 	// duplicate exists (see Unique jobs in the package doc).
 	Unique *Unique
+	// Trace is the trace context the job is added in (package tracing
+	// fills it from the caller's span): the handler's span continues
+	// it. One whose ids are not valid is not stored, and a tracestate
+	// that is not valid or too long is cleaned (ParseTraceContext's
+	// rules): a trace never costs the job.
+	Trace TraceContext
 
 	// digest is what makes the job unique (prepare).
 	digest []byte
@@ -88,6 +94,7 @@ func prepareJob(j *NewJob) error {
 			return err
 		}
 	}
+	j.Trace = cleanTrace(j.Trace)
 	j.digest = nil
 	if j.Unique != nil {
 		if err := j.Unique.validate(); err != nil {
@@ -215,6 +222,7 @@ func (q *Queue) add(tx kv.Tx, j NewJob, s *TypeSettings, marked *zoneMarks, now 
 			Shard:       shardOf(j.ID, s.zonesOf(j.Key)),
 			Unique:      unique,
 			Workflow:    j.workflow || old != nil && old.Workflow,
+			Trace:       j.Trace,
 			marked:      marked,
 		}
 		if err := q.put(tx, j.Type, j.ID, old, rec); err != nil {
@@ -224,6 +232,11 @@ func (q *Queue) add(tx kv.Tx, j NewJob, s *TypeSettings, marked *zoneMarks, now 
 	}
 	rec := *old
 	rec.Unique = unique
+	if rec.Trace.IsZero() && !j.Trace.IsZero() {
+		// A job keeps the trace it was first added in; one added with
+		// none takes the first it is given.
+		rec.Trace = j.Trace
+	}
 	switch old.State {
 	case Pending:
 		if j.ScheduledAt.IsZero() {
@@ -239,11 +252,11 @@ func (q *Queue) add(tx kv.Tx, j NewJob, s *TypeSettings, marked *zoneMarks, now 
 		}
 		if rec.ScheduledAt == old.ScheduledAt && bytes.Equal(rec.Data, old.Data) && rec.Priority == old.Priority &&
 			rec.MaxAttempts == old.MaxAttempts && samePolicy(rec.Retry, old.Retry) && rec.Key == old.Key &&
-			bytes.Equal(rec.Unique, old.Unique) {
+			bytes.Equal(rec.Unique, old.Unique) && rec.Trace == old.Trace {
 			return old.job(j.Type, j.ID), nil // couch_jobs: a resubmit that changes nothing writes nothing
 		}
 	case Running:
-		if old.Resubmit && old.ResubmitAt == sched && bytes.Equal(rec.Unique, old.Unique) {
+		if old.Resubmit && old.ResubmitAt == sched && bytes.Equal(rec.Unique, old.Unique) && rec.Trace == old.Trace {
 			return old.job(j.Type, j.ID), nil
 		}
 		rec.Resubmit, rec.ResubmitAt = true, sched

@@ -112,14 +112,40 @@ func BenchmarkAdd(b *testing.B) {
 // time, waiting on the watch when idle) and finish each job in its own
 // transaction, with 1 and 32 workers; b.N jobs are added before the
 // timer starts.
+//
+// followed=true runs the same with a Follow of the type reading every
+// event: what keeping the event log costs a job (an entry per change,
+// and the reads of a follower).
 func BenchmarkAcceptFinish(b *testing.B) {
-	for _, workers := range []int{1, 32} {
-		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+	for _, c := range []struct {
+		workers  int
+		followed bool
+	}{{1, false}, {32, false}, {1, true}, {32, true}} {
+		name := fmt.Sprintf("workers=%d", c.workers)
+		if c.followed {
+			name += "/followed"
+		}
+		workers := c.workers
+		b.Run(name, func(b *testing.B) {
 			q := benchQueue(b)
-			benchFill(b, q, b.N)
-			db := q.DB()
 			ctx, stop := context.WithCancel(context.Background())
 			defer stop()
+			if c.followed {
+				ready := make(chan struct{})
+				followed := make(chan error, 1)
+				go func() {
+					followed <- q.Follow(ctx, fdbq.FollowOptions{Types: []string{benchType}}, func(e fdbq.Event) error {
+						if e.Kind == fdbq.EventReady {
+							close(ready)
+						}
+						return nil
+					})
+				}()
+				<-ready
+				defer func() { stop(); <-followed }()
+			}
+			benchFill(b, q, b.N)
+			db := q.DB()
 			var done atomic.Int64
 			var wg sync.WaitGroup
 			before := statsOf(db)

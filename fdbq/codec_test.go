@@ -25,7 +25,12 @@ func sampleRecords() []*record {
 			State: Finished, Outcome: Failed, Result: json.RawMessage(`"x"`), Error: "boom", Priority: math.MaxInt32,
 			LastLock: "l:fail", FinishedAt: math.MaxInt64, StartedAt: math.MinInt64, Attempts: 5,
 			Unique: []byte{0},
+			Trace: TraceContext{
+				TraceID: [16]byte{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36},
+				SpanID:  [8]byte{0, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7}, Flags: 1, State: "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE",
+			},
 		},
+		{State: Pending, AddedAt: 2, ScheduledAt: 2, Trace: TraceContext{TraceID: [16]byte{15: 1}, SpanID: [8]byte{7: 1}}},
 		{State: Finished, Outcome: Canceled, Retry: &RetryPolicy{}},
 		{State: Finished, Outcome: Succeeded, Data: json.RawMessage(`null`)},
 	}
@@ -61,7 +66,7 @@ func TestRecordRoundTrip(t *testing.T) {
 func TestRecordReadsFormat1(t *testing.T) {
 	for i, r := range sampleRecords() {
 		want := *r
-		want.ActiveVersion, want.Unique = 0, nil // format 1 has neither
+		want.ActiveVersion, want.Unique, want.Trace = 0, nil, TraceContext{} // format 1 has none
 		b, err := want.encodeAs(formatBinary1)
 		if err != nil {
 			t.Fatal(err)
@@ -97,6 +102,7 @@ func TestRecordReadsJSON(t *testing.T) {
 		want.ActiveVersion, want.legacy = 0, got.legacy
 		want.Snoozes = 0 // earlier versions had none
 		want.Unique = nil
+		want.Trace = TraceContext{}
 		if !reflect.DeepEqual(got, &want) {
 			t.Fatalf("record %d: from JSON\n got %+v\nwant %+v", i, got, &want)
 		}

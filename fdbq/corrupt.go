@@ -138,7 +138,7 @@ func (q *Queue) dropUnreadable(tx kv.Tx, typ, id string, b []byte, loc *located)
 	if err := q.stepUnreadable(tx, typ, id); err != nil {
 		return false, err
 	}
-	return true, q.changed(tx, typ)
+	return true, q.logChange(tx, typ, id, nil)
 }
 
 // recordHeader is what precedes a record's text and data in formats 1

@@ -180,6 +180,12 @@
 //	                                      finishes
 //	(P, 23, wf, 3)                        int64 LE: the jobs done or skipped, by atomic adds (no
 //	                                      conflict between siblings); WaitWorkflow watches it
+//	(P, 24, type, vs, n)                  tuple (id, state, outcome, attempts, ms): the event log of
+//	                                      a followed type, by the versionstamp of the change's
+//	                                      commit and its place in it (see Follow)
+//	(P, 25, type)                         int64 LE: how many interest entries are event log holds
+//	(P, 26, type)                         versionstamp and place: the log's floor; it may miss
+//	                                      changes up to there
 //
 // Every state change goes through one function that rewrites the record
 // and moves its index entry and counters together, so the indexes never
@@ -193,6 +199,19 @@
 // they wrote is used as it is, with no migration. They must not run
 // alongside this one, though: they know nothing of the scheduled index,
 // and would leave its entry behind when they change a job indexed there.
+//
+// # Events
+//
+// Follow reports the changes of a type's jobs in commit order, as they
+// commit, woken by watches. While a type is followed each change of one of
+// its jobs also writes an entry to the type's event log, keyed by its
+// commit's versionstamp: the log is kept only then (its holds are interest
+// entries, so a change of a type nobody watches reads one key, as before),
+// and for about a minute after the last follower left, so that one that
+// comes back with its last Cursor misses nothing. Past that, or past
+// Options.EventRetention (the monitor trims older events), the log's floor
+// tells a returning follower that it may have missed changes: it gets an
+// EventReset and should read again what it shows.
 //
 // # Fairness
 //

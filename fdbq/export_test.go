@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/jobstage/jobstage/kv"
+	"github.com/jobstage/jobstage/kv/tuple"
 )
 
 // BatchSize returns the monitor's current sweep batch size (AIMD).
@@ -79,4 +80,32 @@ func PutScheduleRecord(t interface{ Fatal(...any) }, q *Queue, name string, b []
 	}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// EventLog returns the raw entries of typ's event log.
+func (q *Queue) EventLog(ctx context.Context, typ string) ([]kv.KeyValue, error) {
+	return kv.ReadTransact(ctx, q.db, func(tx kv.ReadTx) ([]kv.KeyValue, error) {
+		return tx.GetRange(q.k.events(typ).Range(), kv.RangeOptions{})
+	})
+}
+
+// EventsHeld returns typ's events count as stored.
+func (q *Queue) EventsHeld(ctx context.Context, typ string) (int64, error) {
+	return kv.ReadTransact(ctx, q.db, func(tx kv.ReadTx) (int64, error) {
+		b, err := tx.Get(q.k.eventsHeld(typ))
+		return kv.DecodeInt64(b), err
+	})
+}
+
+// PutRawEvent writes value as an event of typ's log in a transaction of
+// its own, at that commit's position.
+func (q *Queue) PutRawEvent(ctx context.Context, typ string, value []byte) error {
+	return q.db.Transact(ctx, func(tx kv.Tx) error {
+		key, err := q.k.events(typ).PackWithVersionstamp(tuple.Tuple{tuple.IncompleteVersionstamp(0), int64(0)})
+		if err != nil {
+			return err
+		}
+		tx.SetVersionstampedKey(key, value)
+		return q.changed(tx, typ)
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,6 +43,10 @@ var interestLease = time.Minute
 // interests are a Queue's holds on its types' change keys.
 type interests struct {
 	holder string
+	// events: the holds are for the types' event logs (see events.go):
+	// their entries count in the types' events counts too, and they are
+	// not cleared when let go but left to expire.
+	events bool
 	mu     sync.Mutex
 	byType map[string]*interest
 }
@@ -61,9 +66,17 @@ func newInterests() *interests {
 	return &interests{holder: newToken(), byType: map[string]*interest{}}
 }
 
+// eventHolderPrefix begins the holder of every event log hold.
+const eventHolderPrefix = "events:"
+
+func newEventHolds() *interests {
+	return &interests{holder: eventHolderPrefix + newToken(), events: true, byType: map[string]*interest{}}
+}
+
 // interestHold is one holder's reference on a type's interest.
 type interestHold struct {
 	q   *Queue
+	is  *interests
 	typ string
 }
 
@@ -82,16 +95,25 @@ func (q *Queue) holdInterest(ctx context.Context, typ string) (*interestHold, er
 // refInterest takes a reference on the queue's interest in typ's changes,
 // whose entry renewInterests writes.
 func (q *Queue) refInterest(typ string) *interestHold {
-	is := q.interests
+	return q.ref(q.interests, typ)
+}
+
+// ref takes a reference on is's hold of typ.
+func (q *Queue) ref(is *interests, typ string) *interestHold {
 	is.mu.Lock()
 	e := is.byType[typ]
 	if e == nil {
 		e = &interest{}
 		is.byType[typ] = e
 	}
+	if e.refs == 0 && is.events {
+		// Left to expire when let go: a monitor may have cleared it
+		// since, so it is read and written again.
+		e.renewBy = time.Time{}
+	}
 	e.refs++
 	is.mu.Unlock()
-	return &interestHold{q: q, typ: typ}
+	return &interestHold{q: q, is: is, typ: typ}
 }
 
 // renew writes the hold's entry again if its renewal is due (or it is not
@@ -102,18 +124,28 @@ func (h *interestHold) renew(ctx context.Context) error {
 }
 
 // renewInterests writes, in one transaction, the entries of the holds
-// (of distinct types) whose renewal is due or that are not in the store,
-// once no write or clear of them is in flight. restored reports an entry
-// it found gone though it had been written (a monitor cleared it as
-// stale): its holders have to read again, as changes meanwhile bumped
-// nothing.
+// (of distinct types, all of one interests) whose renewal is due or that
+// are not in the store, once no write or clear of them is in flight.
+// restored reports an entry it found gone though it had been written (a
+// monitor cleared it as stale): its holders have to read again, as
+// changes meanwhile bumped nothing.
+//
+// An event log hold whose entry is new counts in its type's events count
+// too; one that finds the count at zero (the log not kept until now) sets
+// the log's floor to this commit's versionstamp: the log is complete
+// after it, as every change that commits later sees the count above zero
+// or conflicts with its write.
 func (q *Queue) renewInterests(ctx context.Context, hs []*interestHold) (restored bool, err error) {
-	is := q.interests
+	if len(hs) == 0 {
+		return false, nil
+	}
+	is := hs[0].is
 	is.mu.Lock()
 	var due []*interest
 	var keys [][]byte
+	var typs []string
 	for {
-		due, keys = due[:0], keys[:0]
+		due, keys, typs = due[:0], keys[:0], typs[:0]
 		var busy chan struct{}
 		now := time.Now()
 		for _, h := range hs {
@@ -125,6 +157,7 @@ func (q *Queue) renewInterests(ctx context.Context, hs []*interestHold) (restore
 			if e.renewBy.IsZero() || !now.Before(e.renewBy) {
 				due = append(due, e)
 				keys = append(keys, q.k.interested(h.typ).MustPack(tuple.Tuple{is.holder}), q.k.interest(h.typ))
+				typs = append(typs, h.typ)
 			}
 		}
 		if busy == nil {
@@ -165,6 +198,11 @@ func (q *Queue) renewInterests(ctx context.Context, hs []*interestHold) (restore
 			if was == nil {
 				tx.Add(keys[i+1], 1)
 				restored = restored || written[i/2]
+				if is.events {
+					if err := q.holdEventLog(tx, typs[i/2]); err != nil {
+						return false, err
+					}
+				}
 			}
 			tx.Set(keys[i], v)
 		}
@@ -184,18 +222,26 @@ func (q *Queue) renewInterests(ctx context.Context, hs []*interestHold) (restore
 
 // renewIn is how long until the hold's entry must be written again.
 func (h *interestHold) renewIn() time.Duration {
-	is := h.q.interests
+	is := h.is
 	is.mu.Lock()
 	defer is.mu.Unlock()
 	return max(time.Until(is.byType[h.typ].renewBy), 0)
 }
 
 // release drops the reference (nil: none); the last one clears the entry.
-// A clear that fails leaves the entry to expire.
+// A clear that fails leaves the entry to expire. The entry of an event
+// log hold is left to expire (see events.go).
 func (h *interestHold) release() {
-	if h != nil {
-		h.q.releaseInterests([]*interestHold{h})
+	if h == nil {
+		return
 	}
+	if h.is.events {
+		h.is.mu.Lock()
+		h.is.byType[h.typ].refs--
+		h.is.mu.Unlock()
+		return
+	}
+	h.q.releaseInterests([]*interestHold{h})
 }
 
 // releaseInterests drops the references hs (of distinct types) and clears,
@@ -279,7 +325,16 @@ type changeNotesMemo struct{ q *Queue }
 // changeNotes is what a transaction that changes several jobs learned of
 // their types' interest counts, so that it reads each type's once and
 // bumps each change key once.
-type changeNotes map[string]bool
+type changeNotes map[string]*changeNote
+
+// changeNote is what a transaction learned of one type's counts.
+type changeNote struct {
+	// held: the type's change key is watched (and was bumped); logged:
+	// its event log is kept, and events is how many this transaction
+	// wrote to it.
+	held, logged bool
+	events       int64
+}
 
 // changed notes, in a transaction that changes a job of typ, that the
 // type's change key moves if a holder watches it (see interests). The
@@ -287,20 +342,34 @@ type changeNotes map[string]bool
 // one bump (kv.Memo): an AddBatch, an accept of many jobs, a batch of
 // finishes.
 func (q *Queue) changed(tx kv.Tx, typ string) error {
+	_, err := q.changeNote(tx, typ)
+	return err
+}
+
+// changeNote is changed, returning what the transaction knows of typ's
+// counts. Only while the change key is watched is the events count read
+// (an event log's holds count in both): a change of a type nobody
+// watches reads one key.
+func (q *Queue) changeNote(tx kv.Tx, typ string) (*changeNote, error) {
 	notes := kv.Memo(tx, changeNotesMemo{q}, func() any { return changeNotes{} }).(changeNotes)
-	if _, done := notes[typ]; done {
-		return nil
+	if n, done := notes[typ]; done {
+		return n, nil
 	}
 	b, err := tx.Get(q.k.interest(typ))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	held := kv.DecodeInt64(b) > 0
-	if held {
+	n := &changeNote{held: kv.DecodeInt64(b) > 0}
+	if n.held {
 		tx.Add(q.k.change(typ), 1)
+		b, err := tx.Get(q.k.eventsHeld(typ))
+		if err != nil {
+			return nil, err
+		}
+		n.logged = kv.DecodeInt64(b) > 0
 	}
-	notes[typ] = held
-	return nil
+	notes[typ] = n
+	return n, nil
 }
 
 // maxInterestScan bounds the interest entries of a type one read goes
@@ -323,12 +392,18 @@ func (q *Queue) staleInterest(tx kv.ReadTx, typ string, now int64) (stale [][]by
 	if err != nil {
 		return nil, 0, false, err
 	}
-	switch n := int64(len(kvs)); {
-	case n == maxInterestScan: // not all read: the count cannot be checked
-	case count == nil:
-		wrong = n > 0
-	default:
-		wrong = len(count) != 8 || kv.DecodeInt64(count) != n
+	held, err := tx.Get(q.k.eventsHeld(typ))
+	if err != nil {
+		return nil, 0, false, err
+	}
+	wrongCount := func(count []byte, n int64) bool {
+		if count == nil {
+			return n > 0
+		}
+		return len(count) != 8 || kv.DecodeInt64(count) != n
+	}
+	if n := int64(len(kvs)); n < maxInterestScan { // else not all read: the counts cannot be checked
+		wrong = wrongCount(count, n) || wrongCount(held, countEventHolders(q.k.interested(typ), kvs))
 	}
 	own := sub.MustPack(tuple.Tuple{q.interests.holder})
 	for _, e := range kvs {
@@ -355,6 +430,20 @@ func (q *Queue) staleInterest(tx kv.ReadTx, typ string, now int64) (stale [][]by
 	return stale, next, wrong, nil
 }
 
+// countEventHolders counts the entries of kvs, read from sub, that event
+// log holds wrote.
+func countEventHolders(sub tuple.Subspace, kvs []kv.KeyValue) int64 {
+	var n int64
+	for _, e := range kvs {
+		if t, err := sub.Unpack(e.Key); err == nil && len(t) == 1 {
+			if h, ok := t[0].(string); ok && strings.HasPrefix(h, eventHolderPrefix) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // clearStaleInterest clears the entries of typ's holders that stopped
 // renewing them (see staleInterest), read again in its own transaction,
 // and makes the count the number of entries left.
@@ -376,6 +465,8 @@ func (q *Queue) clearStaleInterest(ctx context.Context, typ string) error {
 		var b [8]byte
 		binary.LittleEndian.PutUint64(b[:], uint64(len(kvs)))
 		tx.Set(q.k.interest(typ), b[:])
+		binary.LittleEndian.PutUint64(b[:], uint64(countEventHolders(q.k.interested(typ), kvs)))
+		tx.Set(q.k.eventsHeld(typ), b[:])
 		return nil
 	})
 }

@@ -93,6 +93,9 @@ type Job struct {
 	// Workflow and Node name the workflow the job belongs to and its
 	// name there (AddWorkflow); empty for other jobs.
 	Workflow, Node string
+	// Trace is the trace context the job was added in (NewJob.Trace);
+	// zero: none.
+	Trace TraceContext
 }
 
 // record is a job as stored, in one value under the job key (codec.go
@@ -132,6 +135,8 @@ type record struct {
 	Unique []byte `json:"-"`
 	// Workflow: the job is a job of a workflow (its id is WORKFLOW:NAME).
 	Workflow bool `json:"-"`
+	// Trace is the trace context the job was added in; zero: none.
+	Trace TraceContext `json:"-"`
 
 	// legacy: a running record written before activity entries were keyed
 	// by version; its entry is the deadline-keyed one (tagLegacyActive).
@@ -177,6 +182,7 @@ func (r *record) job(typ, id string) *Job {
 		StartedAt:   fromMs(r.StartedAt),
 		HeartbeatAt: fromMs(r.HeartbeatAt),
 		FinishedAt:  fromMs(r.FinishedAt),
+		Trace:       r.Trace,
 	}
 	if r.Workflow {
 		j.Workflow, j.Node, _ = strings.Cut(id, ":")

@@ -53,6 +53,13 @@ const (
 	// tagWorkflows: workflows, by id: each one's record, its jobs'
 	// nodes, its dependency edges and its counter of jobs done.
 	tagWorkflows = 23
+	// tagEvents: the event log of a type's job changes, by versionstamp;
+	// tagEventsHeld: how many of the type's interest entries are held
+	// for its event log; tagEventsFloor: the position at and before which
+	// the log may miss changes.
+	tagEvents      = 24
+	tagEventsHeld  = 25
+	tagEventsFloor = 26
 )
 
 // zone is where a pending job of a type waits: its fairness key (Job.Key,
@@ -408,6 +415,16 @@ func (k keys) countRange(typ string, s State) kv.Range {
 func (k keys) typ(name string) []byte { return k.root.MustPack(tuple.Tuple{tagType, name}) }
 
 func (k keys) types() tuple.Subspace { return k.root.Sub(tagType) }
+
+func (k keys) events(typ string) tuple.Subspace { return k.root.Sub(tagEvents, typ) }
+
+func (k keys) eventsHeld(typ string) []byte {
+	return k.root.MustPack(tuple.Tuple{tagEventsHeld, typ})
+}
+
+func (k keys) eventsFloor(typ string) []byte {
+	return k.root.MustPack(tuple.Tuple{tagEventsFloor, typ})
+}
 
 // registry is bumped whenever a type is registered or its settings change,
 // so an idle monitor learns of new types from a watch.

@@ -580,6 +580,11 @@ func (m *Monitor) nextDue(ctx context.Context) (*monitorWait, error) {
 					}
 				}
 			}
+			if at, ok, err := q.firstEventAt(snap, t.Name); err != nil {
+				return nil, err
+			} else if ok {
+				w.afterMs(at+q.eventRetention.Milliseconds(), now)
+			}
 			if t.Settings.Retention > 0 {
 				r := t.Settings.Retention.Milliseconds()
 				for lane := range activityLanes {
@@ -915,6 +920,11 @@ func (m *Monitor) Sweep(ctx context.Context) (SweepStats, error) {
 				m.opts.Logger.Warn("fdbq: activity monitor could not clear stamps", "type", t.Name, "err", err)
 			}
 		}
+		if t.err == nil && t.oldEvents {
+			if err := m.q.trimEvents(ctx, t.Name, m.q.eventRetention); err != nil && ctx.Err() == nil {
+				m.opts.Logger.Warn("fdbq: activity monitor could not trim the event log", "type", t.Name, "err", err)
+			}
+		}
 		if t.err == nil && t.staleInterest {
 			if err := m.q.clearStaleInterest(ctx, t.Name); err != nil && ctx.Err() == nil {
 				m.opts.Logger.Warn("fdbq: activity monitor could not clear interest entries", "type", t.Name, "err", err)
@@ -949,6 +959,11 @@ func (m *Monitor) survey(tx kv.ReadTx, t *sweepType, now int64) error {
 			}
 		}
 	}
+	at, ok, err := m.q.firstEventAt(tx, t.Name)
+	if err != nil {
+		return err
+	}
+	t.oldEvents = ok && at < now-m.q.eventRetention.Milliseconds()
 	stale, _, wrong, err := m.q.staleInterest(tx, t.Name, now)
 	t.staleInterest = len(stale) > 0 || wrong
 	return err
@@ -995,10 +1010,11 @@ type sweepType struct {
 	// expiring: the lanes of the finished index with a job past the
 	// retention; staleInterest: an interest entry its holder stopped
 	// renewing.
-	legacy, stamps, staleInterest bool
-	expiring                      []int
-	groups                        []group
-	bad                           [][]byte
+	// oldEvents: its event log has events past the retention.
+	legacy, stamps, staleInterest, oldEvents bool
+	expiring                                 []int
+	groups                                   []group
+	bad                                      [][]byte
 }
 
 // types reads the registered types and their settings, as registry does

@@ -2,6 +2,7 @@ package fdbq
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -40,6 +41,10 @@ type Options struct {
 	// choices (the zone an accept reads); it must be safe for concurrent
 	// use. Default: math/rand/v2's IntN. Simulations seed their own.
 	Rand func(n int) int
+	// EventRetention is how long a type's event log keeps an event (see
+	// Follow); a monitor clears older ones. Default (0):
+	// DefaultEventRetention.
+	EventRetention time.Duration
 }
 
 // Queue is the jobs layer over a kv store. Its operations that take a
@@ -57,8 +62,10 @@ type Queue struct {
 	// zones is what accepts know of each type's zones with ready jobs.
 	zones *zoneCache
 	intn  func(int) int
-	// interests are the queue's holds on its types' change keys.
-	interests *interests
+	// interests are the queue's holds on its types' change keys;
+	// eventHolds those of its followers on their types' event logs.
+	interests, eventHolds *interests
+	eventRetention        time.Duration
 }
 
 // New returns a Queue over db.
@@ -83,7 +90,8 @@ func New(db *kv.DB, opts Options) *Queue {
 		intn = mrand.IntN
 	}
 	return &Queue{db: db, k: newKeys(tuple.FromBytes(prefix)), now: now, watches: newWatchShare(waitWatches), log: opts.Logger,
-		zones: &zoneCache{}, intn: intn, interests: newInterests()}
+		zones: &zoneCache{}, intn: intn, interests: newInterests(), eventHolds: newEventHolds(),
+		eventRetention: cmp.Or(opts.EventRetention, DefaultEventRetention)}
 }
 
 // logger is Options.Logger, or the default logger.
@@ -217,7 +225,7 @@ func (q *Queue) putFrom(tx kv.Tx, typ, id string, old, rec *record, from []byte)
 			}
 		}
 	}
-	return q.changed(tx, typ)
+	return q.logChange(tx, typ, id, rec)
 }
 
 // stamp has the commit write its versionstamp to the stamp (rv, token):
@@ -371,7 +379,7 @@ func (q *Queue) drop(tx kv.Tx, typ, id string, old *record) error {
 			return err
 		}
 	}
-	return q.changed(tx, typ)
+	return q.logChange(tx, typ, id, nil)
 }
 
 func (q *Queue) unindex(tx kv.Tx, typ, id string, old *record) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/jobstage/jobstage/consumer"
 	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/tracing"
 )
 
 // Defaults of ExecOptions.
@@ -36,6 +37,11 @@ const (
 	EnvJobID      = "JOBSTAGE_JOB_ID"
 	EnvJobType    = "JOBSTAGE_JOB_TYPE"
 	EnvJobAttempt = "JOBSTAGE_JOB_ATTEMPT"
+	// EnvTraceparent and EnvTracestate hold the W3C trace context of the
+	// job's attempt (its handle span, package tracing) when it has one:
+	// what OpenTelemetry's SDKs read to continue a trace in a process.
+	EnvTraceparent = "TRACEPARENT"
+	EnvTracestate  = "TRACESTATE"
 )
 
 // ErrOutputTooLarge: a command's stdout, or a server's response body, was
@@ -76,7 +82,9 @@ type ExecOptions struct {
 //
 //   - the job's data is the command's stdin, as JSON;
 //   - its id, type and attempt number are in EnvJobID, EnvJobType and
-//     EnvJobAttempt;
+//     EnvJobAttempt, and the trace context of the attempt's span in
+//     EnvTraceparent and EnvTracestate, so that the command's own spans
+//     continue the job's trace;
 //   - exit status 0 succeeds, with stdout as the result (see the package
 //     documentation);
 //   - another exit status fails the attempt with the error
@@ -215,6 +223,7 @@ func (r *execRunner) run(ctx context.Context, job *consumer.Job[json.RawMessage]
 		EnvJobType+"="+job.Type,
 		EnvJobAttempt+"="+strconv.Itoa(job.Attempt),
 	)
+	env = append(env, tracing.Env(ctx)...)
 	data := []byte(job.Data)
 	if len(data) == 0 {
 		data = []byte("null")

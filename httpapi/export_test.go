@@ -9,6 +9,7 @@ var (
 	DecodeFail      = decodeFail
 	DecodeSettings  = decodeSettings
 	DecodeWorkflow  = decodeWorkflow
+	ReadEvents      = readEvents
 )
 
 // DecodeLogin decodes the body of POST /v1/login.

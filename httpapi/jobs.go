@@ -6,9 +6,13 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/kv"
+	"github.com/jobstage/jobstage/tracing"
 )
 
 // The handlers of the client routes: enqueue, inspect, cancel, requeue,
@@ -25,7 +29,13 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	added, err := s.q.AddBatch(r.Context(), s.db, jobs)
+	ctx, span := s.tracer.Start(requestTrace(r), tracing.SpanEnqueue, trace.WithSpanKind(trace.SpanKindProducer))
+	tc := tracing.FromContext(ctx)
+	for i := range jobs {
+		jobs[i].Trace = tc
+	}
+	added, err := s.q.AddBatch(ctx, s.db, jobs)
+	tracing.EndEnqueue(span, typ, added, err)
 	if err != nil {
 		return err
 	}
@@ -43,6 +53,28 @@ func (s *Server) enqueue(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusCreated, out)
 	return nil
+}
+
+// requestTrace is the request's context, holding the trace its enqueue
+// continues: the request's own span, when a middleware made one, else
+// the trace context of its traceparent and tracestate headers. Headers
+// that are not valid W3C trace context, or several traceparent headers,
+// are ignored (the enqueue starts a trace of its own); a tracestate
+// that is not valid is dropped, one too long cut (fdbq.ParseTraceContext).
+func requestTrace(r *http.Request) context.Context {
+	ctx := r.Context()
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		return ctx
+	}
+	parents := r.Header.Values("Traceparent")
+	if len(parents) != 1 {
+		return ctx
+	}
+	tc, err := fdbq.ParseTraceContext(parents[0], strings.Join(r.Header.Values("Tracestate"), ","))
+	if err != nil {
+		return ctx
+	}
+	return tracing.ContextWith(ctx, tc)
 }
 
 // get: GET /v1/types/{type}/jobs/{id}.

@@ -26,7 +26,7 @@ import (
 // fuzzEnv is a server with tokens over a real listener on 127.0.0.1, with
 // a pending job "j" of type email and a running one "r".
 func fuzzEnv(t testing.TB) *env {
-	e := newEnv(t, httpapi.Options{Tokens: testTokens, MaxBodyBytes: 8192, RequestTimeout: 10 * time.Second})
+	e := newEnv(t, httpapi.Options{Tokens: testTokens, MaxBodyBytes: 8192, RequestTimeout: 10 * time.Second, MaxStreams: 10000})
 	ctx := context.Background()
 	for _, id := range []string{"r", "j"} {
 		if _, err := e.q.Add(ctx, e.db, fdbq.NewJob{Type: "email", ID: id}); err != nil {
@@ -86,12 +86,44 @@ func roundTrip(t testing.TB, addr string, r rawRequest) int {
 	if err != nil {
 		t.Fatalf("%q: no answer: %v", truncate(r.bytes()), err)
 	}
+	if resp.StatusCode == http.StatusOK && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		// An event stream runs until its client leaves: its first event
+		// is all there is to check, and closing the connection (not the
+		// body, which would read the stream to its end) leaves.
+		if err := firstStreamEvent(resp.Body, "ready"); err != nil {
+			t.Fatalf("%q: %v", truncate(r.bytes()), err)
+		}
+		return resp.StatusCode
+	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode >= 500 {
 		t.Fatalf("%q: %d %s", truncate(r.bytes()), resp.StatusCode, b)
 	}
 	return resp.StatusCode
+}
+
+// firstStreamEvent reads an event stream up to the end of its first
+// event and checks it is one named name.
+func firstStreamEvent(r io.Reader, name string) error {
+	br := bufio.NewReader(r)
+	got := ""
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return fmt.Errorf("event stream ended before its first event: %w", err)
+		}
+		line = strings.TrimRight(line, "\n")
+		if v, ok := strings.CutPrefix(line, "event: "); ok {
+			got = v
+		}
+		if line == "" && got != "" {
+			if got != name {
+				return fmt.Errorf("first event %q, want %q", got, name)
+			}
+			return nil
+		}
+	}
 }
 
 func truncate(b []byte) []byte {

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -13,11 +14,15 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/kv"
+	"github.com/jobstage/jobstage/tracing"
 )
 
 // Role is what a token may do; see the package documentation for the
@@ -88,12 +93,20 @@ type Options struct {
 	// and a browser without one is sent to the login page. It gets
 	// requests with the path below /ui.
 	UI http.Handler
+	// MaxStreams bounds the event streams (GET /v1/events) served at
+	// once; past it the answer is 503 busy. Default DefaultMaxStreams.
+	MaxStreams int
 	// OnOutcome, when set, is called after an external worker's finish
 	// ("succeeded") or fail committed: "retried" when the job will run
 	// again, "failed" when it finished failed. A finish or fail sent again
 	// with the same lock (a retry after a lost answer), which answers 204
 	// and changes nothing, is not an outcome: it is not reported.
 	OnOutcome func(typ, outcome string)
+	// TracerProvider makes the span of each enqueue (jobstage.enqueue; see
+	// package tracing), a child of the request's span, or of the trace
+	// context of its traceparent and tracestate headers; the jobs store
+	// its context. nil: otel.GetTracerProvider().
+	TracerProvider trace.TracerProvider
 }
 
 // Server is the HTTP API over a queue. It is an http.Handler; the caller
@@ -108,16 +121,26 @@ type Server struct {
 	routes  []string
 	maxBody int64
 	timeout time.Duration
+	tracer  trace.Tracer
 	// stopping is set by Stopping: requests cancelled from then on were
-	// cut short by the server, not left by their client.
+	// cut short by the server, not left by their client. stop is closed
+	// then too: it ends the event streams.
 	stopping atomic.Bool
+	stop     chan struct{}
+	stopOnce sync.Once
+	// streams holds a token for each event stream served.
+	streams chan struct{}
 }
 
 // Stopping tells the API that its server is shutting down: long polls
 // (accept, wait) that the shutdown cancels then answer 503 not_ready, so
 // that their clients send them again, instead of being taken for requests
-// their clients left.
-func (s *Server) Stopping() { s.stopping.Store(true) }
+// their clients left, and event streams end at once (their clients
+// reconnect with their cursors).
+func (s *Server) Stopping() {
+	s.stopping.Store(true)
+	s.stopOnce.Do(func() { close(s.stop) })
+}
 
 type tokenEntry struct {
 	name string
@@ -131,7 +154,9 @@ func New(q *fdbq.Queue, o Options) (*Server, error) {
 	if q == nil {
 		return nil, errors.New("httpapi: nil queue")
 	}
-	s := &Server{q: q, db: q.DB(), o: o, log: o.Logger, mux: http.NewServeMux(), maxBody: o.MaxBodyBytes, timeout: o.RequestTimeout}
+	s := &Server{q: q, db: q.DB(), o: o, log: o.Logger, mux: http.NewServeMux(), maxBody: o.MaxBodyBytes, timeout: o.RequestTimeout,
+		streams: make(chan struct{}, cmp.Or(max(o.MaxStreams, 0), DefaultMaxStreams)), stop: make(chan struct{}),
+		tracer: tracing.Tracer(o.TracerProvider)}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -219,7 +244,10 @@ type route struct {
 	// longPoll routes (accept, wait) block up to MaxWait by design: their
 	// time bound is MaxWait more than the others'.
 	longPoll bool
-	handle   func(w http.ResponseWriter, r *http.Request) error
+	// stream routes (events) run until their client leaves or the server
+	// stops: no time bound, and a write deadline for each write.
+	stream bool
+	handle func(w http.ResponseWriter, r *http.Request) error
 }
 
 func (s *Server) routeTable() []route {
@@ -246,6 +274,8 @@ func (s *Server) routeTable() []route {
 		{pattern: "PUT /v1/types/{type}", handle: s.setType},
 		{pattern: "POST /v1/types/{type}/pause", handle: s.pause},
 		{pattern: "POST /v1/types/{type}/resume", handle: s.resume},
+
+		{pattern: "GET /v1/events", roles: []Role{p}, stream: true, handle: s.events},
 
 		{pattern: "POST /v1/workflows", roles: []Role{p}, handle: s.addWorkflow},
 		{pattern: "GET /v1/workflows/{id}", roles: []Role{p}, handle: s.getWorkflow},
@@ -367,6 +397,9 @@ const writeSlack = time.Second
 // the request (net/http lifts them once the body is read, so they do not
 // cut a long poll).
 func (s *Server) bound(w http.ResponseWriter, r *http.Request, rt route) (*http.Request, context.CancelFunc) {
+	if rt.stream {
+		return r, func() {}
+	}
 	d := s.timeout
 	if rt.longPoll {
 		d += MaxWait

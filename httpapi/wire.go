@@ -42,6 +42,9 @@ type Job struct {
 	// name there.
 	Workflow string `json:"workflow,omitempty"`
 	Node     string `json:"node,omitempty"`
+	// TraceID is the id of the trace the job was enqueued in (W3C, 32
+	// lower-case hex digits): its handler's spans are in that trace.
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // Lease is a job accepted by an external worker, with the lock it must
@@ -305,6 +308,7 @@ const (
 	CodeDuplicate        = "duplicate"          // 409: a unique job that refuses duplicates has one (job_id names it)
 	CodeTooLarge         = "too_large"          // 413: the body, or a job's data, is over the limit
 	CodeNotReady         = "not_ready"          // 503: readyz
+	CodeBusy             = "busy"               // 503: the server serves as many event streams as it may
 	CodeInternal         = "internal"           // 500
 	CodeCorrupt          = "corrupt"            // 500: what the store holds for the job or type does not decode
 )
@@ -322,6 +326,7 @@ func toJob(j *fdbq.Job) *Job {
 		AddedAt:     j.AddedAt, ScheduledAt: j.ScheduledAt, StartedAt: j.StartedAt,
 		HeartbeatAt: j.HeartbeatAt, FinishedAt: j.FinishedAt,
 		Added: j.Added, Workflow: j.Workflow, Node: j.Node,
+		TraceID: j.Trace.TraceIDString(),
 	}
 }
 

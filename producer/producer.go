@@ -25,8 +25,11 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/kv"
+	"github.com/jobstage/jobstage/tracing"
 )
 
 // Defaults of Options.
@@ -58,6 +61,10 @@ type Options struct {
 	Logger                 *slog.Logger
 	// OnError, if set, sees every store error the producer backs off from.
 	OnError func(error)
+	// TracerProvider makes a span of each accept that returns jobs
+	// (jobstage.accept, linked to each job's trace context; see package
+	// tracing); nil: otel.GetTracerProvider().
+	TracerProvider trace.TracerProvider
 }
 
 // Producer accepts jobs of one type. It runs nothing of its own: it
@@ -74,7 +81,8 @@ type Producer struct {
 	// an added job wakes one accept, not all of them.
 	waiter chan struct{}
 	// group keeps the accept loops from picking the same jobs.
-	group *fdbq.AcceptGroup
+	group  *fdbq.AcceptGroup
+	tracer trace.Tracer
 	// backlog is whether the last Pull that returned jobs returned as
 	// many as it was asked for, at once.
 	backlog struct {
@@ -101,7 +109,7 @@ func New(q *fdbq.Queue, typ string, o Options) *Producer {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Producer{q: q, typ: typ, opts: o, waiter: make(chan struct{}, 1), group: &fdbq.AcceptGroup{}}
+	return &Producer{q: q, typ: typ, opts: o, waiter: make(chan struct{}, 1), group: &fdbq.AcceptGroup{}, tracer: tracing.Tracer(o.TracerProvider)}
 }
 
 // Type is the job type the producer accepts.
@@ -131,9 +139,11 @@ func (p *Producer) Pull(ctx context.Context, n int) ([]*fdbq.Lease, error) {
 	backoff := p.opts.MinBackoff
 	waits := p.group.Waits()
 	for {
+		start := time.Now()
 		leases, err := p.accept(ctx, n)
 		if err == nil && len(leases) > 0 {
 			p.noteFull(len(leases) == n && p.group.Waits() == waits)
+			p.traceAccept(ctx, start, leases)
 			return leases, nil
 		}
 		if ctxErr := ctx.Err(); ctxErr != nil {
@@ -225,5 +235,27 @@ func (p *Producer) noteFull(full bool) {
 // picked: a pipeline's express accepts of keys newly ready.
 func (p *Producer) AcceptKeys(ctx context.Context, keys []string, n int) ([]*fdbq.Lease, error) {
 	n = max(1, min(n, p.opts.BatchLimit))
-	return p.q.Accept(ctx, p.typ, fdbq.AcceptOptions{Max: n, Window: n, Group: p.group, Keys: keys})
+	start := time.Now()
+	leases, err := p.q.Accept(ctx, p.typ, fdbq.AcceptOptions{Max: n, Window: n, Group: p.group, Keys: keys})
+	if err == nil && len(leases) > 0 {
+		p.traceAccept(ctx, start, leases)
+	}
+	return leases, err
+}
+
+// traceAccept records an accept that started at start and returned
+// leases: a root span (the accept is no job's), linked to the trace
+// context of each job that has one.
+func (p *Producer) traceAccept(ctx context.Context, start time.Time, leases []*fdbq.Lease) {
+	_, span := p.tracer.Start(ctx, tracing.SpanAccept,
+		trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindConsumer), trace.WithTimestamp(start))
+	if span.IsRecording() {
+		span.SetAttributes(tracing.AttrJobType.String(p.typ), tracing.AttrJobCount.Int(len(leases)))
+		for _, l := range leases {
+			if sc := tracing.SpanContext(l.Trace); sc.IsValid() {
+				span.AddLink(trace.Link{SpanContext: sc})
+			}
+		}
+	}
+	span.End()
 }

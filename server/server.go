@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/dig"
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxevent"
@@ -74,6 +75,11 @@ type Options struct {
 	//		"resize": consumer.Raw(resize),
 	//	}
 	Handlers map[string]consumer.Handler[json.RawMessage, json.RawMessage]
+	// TracerProvider makes the spans of enqueues, accepts and attempts
+	// (package tracing) when the config has no tracing section; nil:
+	// otel.GetTracerProvider(). With a tracing section the server makes
+	// its own, exporting over OTLP.
+	TracerProvider trace.TracerProvider
 }
 
 // New assembles a server from cfg, which must have passed config.Load (or
@@ -96,8 +102,11 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	opts := []fx.Option{
 		fx.WithLogger(func() fxevent.Logger { return &fxLogger{log: log} }),
 		fx.Supply(cfg, log),
+		fx.Provide(func(lc fx.Lifecycle) (trace.TracerProvider, error) {
+			return newTracerProvider(lc, cfg, o.TracerProvider)
+		}),
 		storeModule(cfg.Store),
-		fx.Supply(fdbq.Options{Prefix: cfg.Store.KeyPrefix()}),
+		fx.Supply(fdbq.Options{Prefix: cfg.Store.KeyPrefix(), EventRetention: cfg.Store.EventRetention}),
 		fxjobstage.QueueModule,
 		fx.Provide(newMetrics),
 		fx.Provide(func(m *metrics.Metrics) fdbq.MonitorOptions {
@@ -128,8 +137,8 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	}))
 	for _, name := range slices.Sorted(maps.Keys(cfg.Pipelines)) {
 		build := pipelineConstructor(name, cfg.Pipelines[name], cfg.Shutdown.DrainTimeout, secretEnv(cfg), o.Handlers, log)
-		opts = append(opts, fxjobstage.ProvidePipeline(func(q *fdbq.Queue, m *metrics.Metrics) (*pipeline.Pipeline, error) {
-			p, err := build(q, m)
+		opts = append(opts, fxjobstage.ProvidePipeline(func(q *fdbq.Queue, m *metrics.Metrics, tp trace.TracerProvider) (*pipeline.Pipeline, error) {
+			p, err := build(q, m, tp)
 			if err == nil {
 				s.pipelines = append(s.pipelines, p)
 			}
@@ -260,14 +269,15 @@ func newMetrics(q *fdbq.Queue, db *kv.DB) (metricsOut, error) {
 // pipelineConstructor returns the fx constructor of a configured
 // pipeline: a producer for its type, the metrics stage, and a consumer
 // running its built-in handler.
-func pipelineConstructor(name string, pc config.Pipeline, drain time.Duration, withhold []string, goHandlers map[string]consumer.Handler[json.RawMessage, json.RawMessage], log *slog.Logger) func(*fdbq.Queue, *metrics.Metrics) (*pipeline.Pipeline, error) {
-	return func(q *fdbq.Queue, m *metrics.Metrics) (*pipeline.Pipeline, error) {
+func pipelineConstructor(name string, pc config.Pipeline, drain time.Duration, withhold []string, goHandlers map[string]consumer.Handler[json.RawMessage, json.RawMessage], log *slog.Logger) func(*fdbq.Queue, *metrics.Metrics, trace.TracerProvider) (*pipeline.Pipeline, error) {
+	return func(q *fdbq.Queue, m *metrics.Metrics, tp trace.TracerProvider) (*pipeline.Pipeline, error) {
 		h, err := handler(pc.Handler, withhold, goHandlers)
 		if err != nil {
 			return nil, fmt.Errorf("pipeline %s: %w", name, err)
 		}
 		c, err := consumer.New(h, consumer.Options{
 			Name: name, Concurrency: pc.Concurrency, MaxDemand: pc.MaxDemand, MinDemand: pc.MinDemand, JobTimeout: pc.Timeout,
+			TracerProvider: tp,
 		},
 			metrics.Middleware(m),
 			consumer.Logging(log.With("pipeline", name)),
@@ -276,7 +286,7 @@ func pipelineConstructor(name string, pc config.Pipeline, drain time.Duration, w
 		if err != nil {
 			return nil, fmt.Errorf("pipeline %s: %w", name, err)
 		}
-		p, err := pipeline.From(producer.New(q, pc.Type, producer.Options{Logger: log})).
+		p, err := pipeline.From(producer.New(q, pc.Type, producer.Options{Logger: log, TracerProvider: tp})).
 			Via(m.Stage()).
 			To(c).
 			// The server runs the monitor (fxjobstage.MonitorModule).
@@ -322,6 +332,7 @@ type httpParams struct {
 	Metrics  *metrics.Metrics
 	Gatherer prometheus.Gatherer
 	Log      *slog.Logger
+	Tracer   trace.TracerProvider
 }
 
 // serveHTTP starts the HTTP API last and stops it first.
@@ -406,11 +417,14 @@ func (s *Server) newAPI(p httpParams) (*httpapi.Server, error) {
 		},
 		Metrics:     metricsHandler,
 		MetricsPath: p.Config.Metrics.Path,
+		MaxStreams:  hc.MaxEventStreams,
 		Observe:     p.Metrics.HTTPObserve,
 		OnEnqueue:   p.Metrics.Enqueued,
 		OnAccept:    p.Metrics.Accepted,
 		OnOutcome:   p.Metrics.ExternalOutcome,
 		UI:          webui.Handler(),
+
+		TracerProvider: p.Tracer,
 	})
 }
 

@@ -114,6 +114,9 @@ func (c *cli) printJob(cf *clientFlags, j *httpapi.Job) error {
 	if len(j.Progress) > 0 {
 		row("progress", string(j.Progress))
 	}
+	if j.TraceID != "" {
+		row("trace", j.TraceID)
+	}
 	for _, t := range []struct {
 		k string
 		v time.Time

@@ -65,6 +65,7 @@ commands:
   schedules                  list periodic schedules
   schedules pause|resume|delete NAME
                              stop, restart or remove a schedule's ticks
+  events [TYPE...]           follow the changes of jobs as they happen (--cursor C resumes)
   config lint FILE           check a config file
   config docs                print the config reference (markdown)
   bench                      measure throughput and latency on this machine
@@ -146,6 +147,8 @@ func run(ctx, force context.Context, args []string, stdin io.Reader, stdout, std
 		err = env.pauseResume(cmd, rest)
 	case "schedules":
 		err = env.schedules(rest)
+	case "events":
+		err = env.events(rest)
 	case "workflow":
 		err = env.workflow(rest)
 	case "config":

@@ -30,6 +30,12 @@ var forbidden = []string{
 	"go.uber.org/dig",
 	"go.uber.org/zap",
 	"github.com/reugn/go-streams",
+	// The core makes spans through OpenTelemetry's API alone: the SDK,
+	// the exporters and gRPC are for the program (or server) that
+	// chooses to export.
+	"go.opentelemetry.io/otel/sdk",
+	"go.opentelemetry.io/otel/exporters",
+	"google.golang.org/grpc",
 }
 
 func TestCoreDependencies(t *testing.T) {

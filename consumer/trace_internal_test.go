@@ -1,0 +1,43 @@
+package consumer
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/tracing"
+)
+
+// BenchmarkAttemptTracing measures what tracing adds to each job's
+// attempt when no tracer provider is set (otel's global one, which makes
+// no spans): the handle span around the handler and the finish span
+// around the commit, for a job stored without a trace context and one
+// with.
+//
+//	go test -run '^$' -bench AttemptTracing -benchmem ./consumer
+func BenchmarkAttemptTracing(b *testing.B) {
+	traced, err := fdbq.ParseTraceContext("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		trace fdbq.TraceContext
+	}{{"stored=none", fdbq.TraceContext{}}, {"stored=traceparent", traced}} {
+		b.Run(c.name, func(b *testing.B) {
+			tracer := tracing.Tracer(nil)
+			l := &fdbq.Lease{Job: fdbq.Job{Type: "t", ID: "id", Attempts: 1, Trace: c.trace}}
+			e := &Envelope{Lease: l, ctx: context.Background()}
+			b.ReportAllocs()
+			for b.Loop() {
+				e.tracer, e.handled = nil, nil
+				e.traceWith(tracer)
+				ctx, span := startHandle(e, tracer)
+				endHandle(ctx, span, nil)
+				e.finishSpan = e.startFinish()
+				e.finishHow = "succeeded"
+				e.endFinish()
+			}
+		})
+	}
+}

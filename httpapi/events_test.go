@@ -1,0 +1,279 @@
+package httpapi_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobstage/jobstage/httpapi"
+)
+
+// stream is a Client.Events running in its own goroutine.
+type stream struct {
+	events chan httpapi.Event
+	done   chan error
+	cancel context.CancelFunc
+}
+
+func startStream(t *testing.T, c *httpapi.Client, types []string, cursor string) *stream {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &stream{events: make(chan httpapi.Event, 1000), done: make(chan error, 1), cancel: cancel}
+	go func() {
+		s.done <- c.Events(ctx, types, cursor, func(e httpapi.Event) error {
+			select {
+			case s.events <- e:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	}()
+	t.Cleanup(func() { cancel(); <-s.done })
+	return s
+}
+
+func (s *stream) next(t *testing.T) httpapi.Event {
+	t.Helper()
+	select {
+	case e := <-s.events:
+		return e
+	case err := <-s.done:
+		s.done <- err
+		t.Fatalf("stream ended: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event within 10s")
+	}
+	return httpapi.Event{}
+}
+
+// expect reads job events, "id state" each, and returns the last.
+func (s *stream) expect(t *testing.T, want ...string) httpapi.Event {
+	t.Helper()
+	var last httpapi.Event
+	for i, w := range want {
+		e := s.next(t)
+		if got := e.ID + " " + e.State; e.Kind != "job" || got != w || e.Type != "email" || e.Cursor == "" || e.At == nil {
+			t.Fatalf("event %d: %+v, want %q", i, e, w)
+		}
+		last = e
+	}
+	return last
+}
+
+func TestEventsStream(t *testing.T) {
+	e := newEnv(t, httpapi.Options{Tokens: testTokens})
+	ctx := context.Background()
+	c := httpapi.NewClient(e.url, "admin-secret", nil)
+	s := startStream(t, c, []string{"email"}, "")
+	if r := s.next(t); r.Kind != "ready" || r.Cursor == "" {
+		t.Fatalf("first event %+v, want ready with a cursor", r)
+	}
+	if _, err := c.Enqueue(ctx, "email", httpapi.NewJob{ID: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Cancel(ctx, "email", "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Requeue(ctx, "email", "a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, "email", "a"); err != nil {
+		t.Fatal(err)
+	}
+	last := s.expect(t, "a pending", "a finished", "a pending", "a removed")
+	s.cancel()
+	<-s.done
+	s.done <- nil
+
+	// Gone, then back with the last cursor: what happened meanwhile.
+	if _, err := c.Enqueue(ctx, "email", httpapi.NewJob{ID: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	r := startStream(t, c, []string{"email"}, last.Cursor)
+	if e := r.next(t); e.Kind != "ready" || e.Cursor != last.Cursor {
+		t.Fatalf("resumed stream begins with %+v, want ready at %s", e, last.Cursor)
+	}
+	r.expect(t, "b pending")
+}
+
+// What a browser's EventSource does: reconnect with Last-Event-ID; and the
+// cursor parameter, for clients that cannot set headers.
+func TestEventsResumeHeaderAndParameter(t *testing.T) {
+	e := newEnv(t, httpapi.Options{})
+	ctx := context.Background()
+	c := httpapi.NewClient(e.url, "", nil)
+	s := startStream(t, c, nil, "")
+	ready := s.next(t)
+	if _, err := c.Enqueue(ctx, "email", httpapi.NewJob{ID: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	a := s.expect(t, "a pending")
+	if _, err := c.Enqueue(ctx, "email", httpapi.NewJob{ID: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	s.expect(t, "b pending")
+	for _, how := range []string{"header", "parameter"} {
+		u := e.url + "/v1/events?type=email"
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if how == "header" {
+			req.Header.Set("Last-Event-ID", a.Cursor)
+		} else {
+			req.URL.RawQuery += "&cursor=" + a.Cursor
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || ct != "text/event-stream" {
+			t.Fatalf("%s: %s, %s", how, resp.Status, ct)
+		}
+		br := bufio.NewReader(resp.Body)
+		var ids, names []string
+		for len(ids) < 2 {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				t.Fatalf("%s: %v", how, err)
+			}
+			if v, ok := strings.CutPrefix(line, "event: "); ok {
+				names = append(names, strings.TrimSpace(v))
+			}
+			if v, ok := strings.CutPrefix(line, "data: "); ok {
+				var ev httpapi.Event
+				if err := json.Unmarshal([]byte(v), &ev); err != nil {
+					t.Fatalf("%s: data %q: %v", how, v, err)
+				}
+				ids = append(ids, ev.ID)
+			}
+		}
+		resp.Body.Close() // ends the stream: the server sees the connection go
+		if strings.Join(names, ",") != "ready,job" || ids[1] != "b" {
+			t.Fatalf("%s: events %v of jobs %v, want ready then b", how, names, ids)
+		}
+	}
+	if ready.Cursor >= a.Cursor {
+		t.Fatalf("cursors %s then %s", ready.Cursor, a.Cursor)
+	}
+}
+
+func TestEventsRefusals(t *testing.T) {
+	ended := make(chan struct{}, 10)
+	e := newEnv(t, httpapi.Options{Tokens: testTokens, MaxStreams: 1, Observe: func(route string, status int, _ time.Duration) {
+		if route == "GET /v1/events" && status == http.StatusOK {
+			ended <- struct{}{}
+		}
+	}})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		token, query, lastID string
+		status               int
+		code, says           string
+	}{
+		{"", "", "", 401, httpapi.CodeUnauthorized, "token"},
+		{"worker-secret", "", "", 403, httpapi.CodeForbidden, "GET /v1/events"},
+		{"metrics-secret", "", "", 403, httpapi.CodeForbidden, "GET /v1/events"},
+		{"admin-secret", "?type=%ff", "", 400, httpapi.CodeInvalid, "type"},
+		{"admin-secret", "?type=", "", 400, httpapi.CodeInvalid, "type"},
+		{"admin-secret", "?cursor=zz", "", 400, httpapi.CodeInvalid, "cursor"},
+		{"admin-secret", "", "0123", 400, httpapi.CodeInvalid, "Last-Event-ID"},
+		{"admin-secret", "?type=" + strings.Repeat("t&type=", 100) + "t", "", 400, httpapi.CodeInvalid, "at most 100"},
+	} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.url+"/v1/events"+tc.query, nil)
+		if tc.token != "" {
+			req.Header.Set("Authorization", "Bearer "+tc.token)
+		}
+		if tc.lastID != "" {
+			req.Header.Set("Last-Event-ID", tc.lastID)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var ae httpapi.APIError
+		_ = json.Unmarshal(b, &ae)
+		if resp.StatusCode != tc.status || ae.Code != tc.code || !strings.Contains(ae.Message, tc.says) {
+			t.Errorf("%q %q %q: %d %s, want %d %s naming %q", tc.token, tc.query, tc.lastID, resp.StatusCode, b, tc.status, tc.code, tc.says)
+		}
+	}
+
+	// One stream at most: a second is refused, and taken once the first
+	// has gone.
+	c := httpapi.NewClient(e.url, "admin-secret", nil)
+	s := startStream(t, c, nil, "")
+	s.next(t)
+	err := c.Events(ctx, nil, "", func(httpapi.Event) error { return nil })
+	var ae *httpapi.APIError
+	if !errors.As(err, &ae) || ae.Status != 503 || ae.Code != httpapi.CodeBusy {
+		t.Fatalf("a second stream: %v, want 503 busy", err)
+	}
+	s.cancel()
+	<-s.done
+	s.done <- nil
+	// The server lets go of the stream once it sees its connection closed.
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream's handler did not end 10s after its client left")
+	}
+	if err := c.Events(ctx, nil, "", func(httpapi.Event) error { return errStop }); !errors.Is(err, errStop) {
+		t.Fatalf("a stream once the first has gone: %v", err)
+	}
+}
+
+var errStop = errors.New("stop")
+
+// Stopping ends the streams at once; their clients see the stream end
+// and can resume with their cursors.
+func TestEventsEndWhenStopping(t *testing.T) {
+	e := newEnv(t, httpapi.Options{})
+	c := httpapi.NewClient(e.url, "", nil)
+	s := startStream(t, c, []string{"email"}, "")
+	s.next(t)
+	e.srv.Stopping()
+	select {
+	case err := <-s.done:
+		var re *httpapi.RequestError
+		if !errors.As(err, &re) {
+			t.Fatalf("stream ended with %v, want a RequestError", err)
+		}
+		s.done <- err
+	case <-time.After(10 * time.Second):
+		t.Fatal("stream still open 10s after Stopping")
+	}
+	err := c.Events(context.Background(), nil, "", func(httpapi.Event) error { return nil })
+	var ae *httpapi.APIError
+	if !errors.As(err, &ae) || ae.Status != 503 {
+		t.Fatalf("a stream after Stopping: %v, want 503", err)
+	}
+}
+
+// FuzzReadEvents feeds the client's stream parser arbitrary bytes: it
+// must return, never panic, and report every event with data.
+func FuzzReadEvents(f *testing.F) {
+	f.Add([]byte("retry: 2000\n\nid: 1\nevent: ready\ndata: {\"cursor\":\"1\"}\n\n"))
+	f.Add([]byte("event: job\ndata: {\"type\":\"email\",\"id\":\"a\",\"state\":\"pending\"}\n\n: keepalive\n\n"))
+	f.Add([]byte("event: error\ndata: {\"error\":\"boom\"}\n\n"))
+	f.Add([]byte("data: not json\n\n"))
+	f.Add([]byte("event: job\ndata: " + strings.Repeat("x", 2<<20) + "\n\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		n := 0
+		_ = httpapi.ReadEvents(strings.NewReader(string(b)), func(e httpapi.Event) error {
+			if e.Kind == "" {
+				t.Fatalf("event without a kind: %+v", e)
+			}
+			n++
+			return nil
+		})
+		if n > strings.Count(string(b), "data:") {
+			t.Fatalf("%d events from %d data lines", n, strings.Count(string(b), "data:"))
+		}
+	})
+}
