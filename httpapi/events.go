@@ -75,6 +75,13 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return invalid("%s: %v", field, err)
 	}
+	if r.Method == http.MethodHead {
+		// What a GET would answer, without the stream: a HEAD has no
+		// body to hold the stream and would otherwise hold its slot.
+		setStreamHeaders(w.Header())
+		w.WriteHeader(http.StatusOK)
+		return nil
+	}
 	select {
 	case s.streams <- struct{}{}:
 		defer func() { <-s.streams }()
@@ -96,10 +103,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 	started := false
 	err = s.q.Follow(ctx, fdbq.FollowOptions{Types: types, After: cursor, Idle: StreamKeepalive}, func(e fdbq.Event) error {
 		if !started {
-			h := w.Header()
-			h.Set("Content-Type", "text/event-stream")
-			h.Set("Cache-Control", "no-store")
-			h.Set("X-Accel-Buffering", "no")
+			setStreamHeaders(w.Header())
 			w.WriteHeader(http.StatusOK)
 			fmt.Fprintf(bw, "retry: %d\n\n", streamRetryMs)
 			started = true
@@ -255,4 +259,11 @@ func readEvents(r io.Reader, fn func(Event) error) error {
 		return decodeErr(err)
 	}
 	return nil
+}
+
+// setStreamHeaders sets the headers of an event stream's answer.
+func setStreamHeaders(h http.Header) {
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
 }

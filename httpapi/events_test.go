@@ -228,6 +228,38 @@ func TestEventsRefusals(t *testing.T) {
 	}
 }
 
+// A HEAD answers what a GET would, at once, and takes no stream: with
+// room for one stream, a stream still starts after many HEADs, and while
+// one runs a HEAD is still answered (the limit is on streams, not
+// requests that hold none).
+func TestEventsHead(t *testing.T) {
+	e := newEnv(t, httpapi.Options{Tokens: testTokens, MaxStreams: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	head := func() {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodHead, e.url+"/v1/events?type=email", nil)
+		req.Header.Set("Authorization", "Bearer admin-secret")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("HEAD /v1/events: %v", err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+			t.Fatalf("HEAD /v1/events: %d %q, want 200 text/event-stream", resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+	}
+	for range 3 {
+		head()
+	}
+	c := httpapi.NewClient(e.url, "admin-secret", nil)
+	s := startStream(t, c, []string{"email"}, "")
+	if r := s.next(t); r.Kind != "ready" {
+		t.Fatalf("first event %+v, want ready", r)
+	}
+	head()
+}
+
 var errStop = errors.New("stop")
 
 // Stopping ends the streams at once; their clients see the stream end
