@@ -71,3 +71,15 @@ func newExporter(tc *config.Tracing) (sdktrace.SpanExporter, error) {
 	}
 	return otlptracegrpc.New(ctx, o...)
 }
+
+// IDTracerProvider gives each trace an id and records nothing: the spans
+// of a trace it starts are not sampled, so none is kept or sent, but a
+// job's stored trace context, its handler's ctx and an exec command's
+// TRACEPARENT name the same trace id through every attempt, on any
+// process, for logs to be joined by. A caller's sampled trace is
+// continued sampled (the spans are recorded and dropped here, and the
+// flag passes on to what the handlers call). jobstage serve uses it when
+// its config has no tracing section.
+func IDTracerProvider() trace.TracerProvider {
+	return sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.NeverSample())))
+}

@@ -269,7 +269,7 @@ func TestQuickstart(t *testing.T) {
 	}
 	out, _, code = jobstage(t, "", "types", "--json", "--server", s.url)
 	var types struct{ Types []httpapi.TypeInfo }
-	if code != 0 || json.Unmarshal([]byte(out), &types) != nil || len(types.Types) != 1 || types.Types[0].Name != "echo" || types.Types[0].Finished != 1 {
+	if code != 0 || json.Unmarshal([]byte(out), &types) != nil || len(types.Types) != 2 || types.Types[1].Name != "echo" || types.Types[1].Finished != 1 {
 		t.Fatalf("types: exit %d: %s", code, out)
 	}
 

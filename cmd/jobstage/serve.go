@@ -44,7 +44,10 @@ func (c *cli) serve(args []string) error {
 		return err
 	}
 	log := server.NewLogger(cfg.Logging, c.stderr)
-	srv, err := server.New(cfg, server.Options{Logger: log})
+	// Without a tracing section nothing is sent, but each job still has a
+	// trace id to find it by (the UI, jobstage get, an exec command's
+	// TRACEPARENT).
+	srv, err := server.New(cfg, server.Options{Logger: log, TracerProvider: server.IDTracerProvider()})
 	if err != nil {
 		return err
 	}

@@ -538,3 +538,58 @@ func TestUILiveUpdate(t *testing.T) {
 		t.Fatalf("thumbnail pending %s after one finished", got)
 	}
 }
+
+// TestUIQuickstart is the README's walk through the UI: the quickstart's
+// config as it is (no tokens, loopback), a job of type check that fails
+// is enqueued with the CLI, the open overview counts it finished without
+// a reload, its page shows the error and its trace id (the same the CLI
+// prints), and Retry runs it again: the page follows it back to finished
+// on its own, attempts counted anew.
+func TestUIQuickstart(t *testing.T) {
+	ctx := browsertest.New(t)
+	cfg, data := copyQuickstart(t)
+	s := startServer(t, cfg, "JOBSTAGE_STORE__PATH="+data)
+	t.Cleanup(s.stop)
+	e := &uiEnv{t: t, srv: s, ctx: ctx, admin: httpapi.NewClient(s.url, "", nil)}
+
+	e.do("the overview, no login on loopback",
+		chromedp.Navigate(s.url+"/"),
+		visible(`tr.type-row[data-type="echo"]`), visible(`tr.type-row[data-type="check"]`),
+		visible(`#live[data-status="on"]`))
+	if got := e.text(`tr.type-row[data-type="check"] td.finished`); got != "0" {
+		t.Fatalf("check finished %s before any job", got)
+	}
+	if _, errOut, code := jobstage(t, "", "enqueue", "check", `{"order": 7, "fail": true}`, "--id", "broken", "--server", s.url); code != 0 {
+		t.Fatalf("enqueue: exit %d: %s", code, errOut)
+	}
+	e.do("the overview counts it finished, live",
+		when(`document.querySelector('tr.type-row[data-type="check"] td.finished')?.textContent === '1'`))
+
+	out, errOut, code := jobstage(t, "", "get", "check", "broken", "--json", "--server", s.url)
+	var j httpapi.Job
+	if err := json.Unmarshal([]byte(out), &j); code != 0 || err != nil {
+		t.Fatalf("get: exit %d: %v: %s%s", code, err, out, errOut)
+	}
+	if j.Outcome != fdbq.Failed || j.Attempts != 2 || len(j.TraceID) != 32 {
+		t.Fatalf("the job: %+v, want failed after 2 attempts, with a trace id", j)
+	}
+	e.do("the failed job", e.goTo("#/types/check/jobs/broken"), visible("#job-error"), visible("#requeue"))
+	if got := e.text("#job-error"); !strings.Contains(got, "check: the job's data asks it to fail") {
+		t.Fatalf("error shown: %q", got)
+	}
+	if got := e.text(`dd[data-field="trace_id"]`); got != j.TraceID {
+		t.Fatalf("trace id shown %q, the job's is %s", got, j.TraceID)
+	}
+	e.screenshot("ui-quickstart-failed.png")
+
+	// Retry: pending again with its attempts reset, then worked twice
+	// more and finished failed; the page shows each without a reload.
+	e.do("retry",
+		click("#requeue"), gone("#requeue"),
+		when(`document.querySelector('dd[data-field="state"]')?.textContent === 'finished (failed)'`),
+		when(`document.querySelector('dd[data-field="attempts"]')?.textContent.startsWith('2')`))
+	j2, err := e.admin.Get(context.Background(), "check", "broken")
+	if err != nil || j2.Outcome != fdbq.Failed || j2.Attempts != 2 || j2.TraceID != j.TraceID || !j2.FinishedAt.After(j.FinishedAt) {
+		t.Fatalf("after the retry: %+v (%v); before: %+v", j2, err, j)
+	}
+}
