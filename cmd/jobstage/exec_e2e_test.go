@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -168,6 +169,13 @@ func TestExecEnvironmentHasNoSecrets(t *testing.T) {
 			want[k] = v
 		}
 	}
+	// The attempt's trace context, never a secret: the job's trace (one
+	// of its own, the server having no tracing section) and the attempt's
+	// span, not sampled.
+	if tp := env["TRACEPARENT"]; !regexp.MustCompile(`^00-` + j.TraceID + `-[0-9a-f]{16}-00$`).MatchString(tp) || j.TraceID == "" {
+		t.Errorf("TRACEPARENT %q, want the job's trace %q", tp, j.TraceID)
+	}
+	want["TRACEPARENT"] = env["TRACEPARENT"]
 	proctest.CheckEnv(t, env, want, "the config did not ask for it")
 	s.stop()
 }
