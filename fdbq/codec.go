@@ -24,7 +24,7 @@ import (
 //	                            bit 2: snoozes follow; bit 3: a zone follows;
 //	                            bit 4: a unique digest follows; bit 5: a
 //	                            workflow's job; bit 6: a trace context
-//	                            follows
+//	                            follows; bit 7: errors of attempts follow
 //	priority                    signed varint
 //	attempts, max attempts      unsigned varints
 //	added, scheduled, started,  signed varints, Unix milliseconds (0: unset)
@@ -54,6 +54,12 @@ import (
 //	                            (1), then the tracestate (unsigned varint
 //	                            length, then the bytes, at most
 //	                            MaxTraceStateSize)
+//	errors (bit 7 only)         the errors of the last failed attempts,
+//	                            oldest first: a count (unsigned varint, at
+//	                            most MaxErrorHistory), then for each the
+//	                            attempt (unsigned varint), when (signed
+//	                            varint, Unix ms) and the error (unsigned
+//	                            varint length, then the bytes)
 //
 // Encoding/json took about 13% of the CPU of a pipeline burning jobs
 // down: each record is decoded and encoded again at every transition. This form is written with one allocation and read with two
@@ -75,7 +81,8 @@ const (
 	// name its id holds (WORKFLOW:NAME); no payload.
 	flagWorkflow
 	flagTrace
-	flagsKnown = flagResubmit | flagRetry | flagSnoozes | flagZone | flagUnique | flagWorkflow | flagTrace
+	flagErrors
+	flagsKnown = flagResubmit | flagRetry | flagSnoozes | flagZone | flagUnique | flagWorkflow | flagTrace | flagErrors
 )
 
 // traceSize is a stored trace context's size before its tracestate.
@@ -145,6 +152,13 @@ func (r *record) encodeAs(format byte) ([]byte, error) {
 	if hasTrace {
 		flags |= flagTrace
 	}
+	var history []attemptError
+	if format >= formatBinary2 {
+		history = r.errorsThatFit()
+	}
+	if len(history) > 0 {
+		flags |= flagErrors
+	}
 	// An upper bound of the size, so the value is allocated once.
 	size := 4 + 14*10 + 5*7 + len(r.Key) + len(r.Lock) + len(r.LastLock) + len(r.LastAdd) + len(r.Error) +
 		len(r.Data) + len(r.Result) + len(r.Progress) + len(r.Unique)
@@ -153,6 +167,12 @@ func (r *record) encodeAs(format byte) ([]byte, error) {
 	}
 	if r.Retry != nil {
 		size += 3*10 + 5 + len(r.Retry.Backoff)
+	}
+	for _, e := range history {
+		size += historyEntryOverhead + len(e.err)
+	}
+	if len(history) > 0 {
+		size++
 	}
 	b := make([]byte, 0, size)
 	b = append(b, format, sc, oc, flags)
@@ -198,6 +218,15 @@ func (r *record) encodeAs(format byte) ([]byte, error) {
 		b = append(b, r.Trace.Flags)
 		b = binary.AppendUvarint(b, uint64(len(r.Trace.State)))
 		b = append(b, r.Trace.State...)
+	}
+	if len(history) > 0 {
+		b = binary.AppendUvarint(b, uint64(len(history)))
+		for _, e := range history {
+			b = binary.AppendUvarint(b, uint64(e.attempt))
+			b = binary.AppendVarint(b, e.at)
+			b = binary.AppendUvarint(b, uint64(len(e.err)))
+			b = append(b, e.err...)
+		}
 	}
 	if len(b) > kv.MaxValueSize {
 		return nil, errorf(ErrDataTooLarge, "the job record takes %d bytes once encoded, more than %d", len(b), kv.MaxValueSize)
@@ -323,6 +352,25 @@ func (d *recordReader) trace() TraceContext {
 	return cleanTrace(t)
 }
 
+// errors reads a record's history of attempt errors.
+func (d *recordReader) errors() []attemptError {
+	n := d.uvarint()
+	if d.err == nil && (n == 0 || n > MaxErrorHistory) {
+		d.fail(fmt.Errorf("%d errors of attempts, not 1 to %d", n, MaxErrorHistory))
+	}
+	if d.err != nil {
+		return nil
+	}
+	es := make([]attemptError, n)
+	for i := range es {
+		es[i] = attemptError{attempt: d.int(), at: d.varint(), err: string(d.bytes())}
+	}
+	if d.err != nil {
+		return nil
+	}
+	return es
+}
+
 // bytes reads a length-prefixed field; nil when empty. The result's
 // capacity ends with it, so an append to it cannot write over the next
 // field.
@@ -415,6 +463,9 @@ func (r *record) decodeBinary(b []byte, format byte) error {
 	}
 	if flags&flagTrace != 0 {
 		r.Trace = d.trace()
+	}
+	if flags&flagErrors != 0 {
+		r.Errors = d.errors()
 	}
 	if d.err == nil && len(d.b) > 0 {
 		d.fail(fmt.Errorf("%d bytes after the record", len(d.b)))

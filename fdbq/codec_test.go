@@ -3,8 +3,11 @@ package fdbq
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -29,6 +32,7 @@ func sampleRecords() []*record {
 				TraceID: [16]byte{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36},
 				SpanID:  [8]byte{0, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7}, Flags: 1, State: "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE",
 			},
+			Errors: []attemptError{{attempt: 4, at: 1_700_000_000_000, err: "timeout"}, {attempt: 5, at: -1, err: "boom"}},
 		},
 		{State: Pending, AddedAt: 2, ScheduledAt: 2, Trace: TraceContext{TraceID: [16]byte{15: 1}, SpanID: [8]byte{7: 1}}},
 		{State: Finished, Outcome: Canceled, Retry: &RetryPolicy{}},
@@ -66,7 +70,7 @@ func TestRecordRoundTrip(t *testing.T) {
 func TestRecordReadsFormat1(t *testing.T) {
 	for i, r := range sampleRecords() {
 		want := *r
-		want.ActiveVersion, want.Unique, want.Trace = 0, nil, TraceContext{} // format 1 has none
+		want.ActiveVersion, want.Unique, want.Trace, want.Errors = 0, nil, TraceContext{}, nil // format 1 has none
 		b, err := want.encodeAs(formatBinary1)
 		if err != nil {
 			t.Fatal(err)
@@ -103,6 +107,7 @@ func TestRecordReadsJSON(t *testing.T) {
 		want.Snoozes = 0 // earlier versions had none
 		want.Unique = nil
 		want.Trace = TraceContext{}
+		want.Errors = nil
 		if !reflect.DeepEqual(got, &want) {
 			t.Fatalf("record %d: from JSON\n got %+v\nwant %+v", i, got, &want)
 		}
@@ -110,7 +115,15 @@ func TestRecordReadsJSON(t *testing.T) {
 }
 
 func TestRecordRefusesUnknown(t *testing.T) {
-	for _, b := range [][]byte{nil, {0x03, 1, 0, 0}, {formatBinary1, 9, 0, 0}, {formatBinary1, 1, 9, 0}, {formatBinary2, 9, 0, 0}} {
+	// A history of 0 errors, or of more than MaxErrorHistory, is not one
+	// that is written.
+	noHistory, _ := (&record{State: Pending}).encode()
+	badCount := func(n byte) []byte {
+		b := slices.Clone(noHistory)
+		b[3] |= flagErrors
+		return append(b, n)
+	}
+	for _, b := range [][]byte{nil, {0x03, 1, 0, 0}, {formatBinary1, 9, 0, 0}, {formatBinary1, 1, 9, 0}, {formatBinary2, 9, 0, 0}, badCount(0), badCount(MaxErrorHistory + 1)} {
 		if _, err := decodeRecord(b, "t", "id"); err == nil {
 			t.Fatalf("% x decoded", b)
 		}
@@ -194,4 +207,54 @@ func FuzzDecodeRecord(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The history keeps the newest MaxErrorHistory errors, each cut to its
+// end; it gives way to data, result and progress, newest entries kept,
+// so a job at the size limit still fails and finishes.
+func TestAttemptErrorHistory(t *testing.T) {
+	r := &record{State: Running}
+	for i := 1; i <= MaxErrorHistory+3; i++ {
+		r.Attempts = i
+		r.failAttempt(fmt.Sprintf("attempt %d failed", i), int64(i))
+	}
+	if len(r.Errors) != MaxErrorHistory || r.Errors[0].attempt != 4 || r.Errors[MaxErrorHistory-1].err != "attempt 13 failed" || r.Errors[0].at != 4 {
+		t.Fatalf("history %+v", r.Errors)
+	}
+	long := strings.Repeat("x", 5000) + "the end"
+	r.failAttempt(long, 14)
+	if e := r.Errors[len(r.Errors)-1].err; len(e) > MaxHistoryErrorSize || !strings.HasSuffix(e, "the end") || !strings.HasPrefix(e, truncatedMark) {
+		t.Fatalf("a long error kept as %d bytes: %.20q…", len(e), e)
+	}
+	if r.Error != long {
+		t.Fatalf("the last error is cut to %d bytes", len(r.Error))
+	}
+	b, err := r.encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := decodeRecord(b, "t", "id")
+	if err != nil || !reflect.DeepEqual(got.Errors, r.Errors) {
+		t.Fatalf("decoded history %+v (%v), want %+v", got.Errors, err, r.Errors)
+	}
+
+	// Data that leaves room for the last error and three entries: the
+	// three newest are stored.
+	r.Data = json.RawMessage(`"` + strings.Repeat("d", MaxDataSize-len(r.Error)-3*(len("attempt 13 failed")+historyEntryOverhead)-MaxHistoryErrorSize-historyEntryOverhead-2) + `"`)
+	b, err = r.encode()
+	if err != nil {
+		t.Fatalf("a record whose history does not fit: %v", err)
+	}
+	got, err = decodeRecord(b, "t", "id")
+	if err != nil || len(got.Errors) == 0 || len(got.Errors) >= MaxErrorHistory || !reflect.DeepEqual(got.Errors, r.Errors[len(r.Errors)-len(got.Errors):]) {
+		t.Fatalf("stored history %d entries (%v), want the newest that fit", len(got.Errors), err)
+	}
+	// Data at the limit: none stored, the record still written.
+	r.Data = json.RawMessage(`"` + strings.Repeat("d", MaxDataSize-len(r.Error)-2) + `"`)
+	if b, err = r.encode(); err != nil {
+		t.Fatalf("a record at the limit with a history: %v", err)
+	}
+	if got, err = decodeRecord(b, "t", "id"); err != nil || got.Errors != nil {
+		t.Fatalf("history at the limit: %+v (%v)", got.Errors, err)
+	}
 }

@@ -177,3 +177,63 @@ func TestEndRefusesBadEnding(t *testing.T) {
 	}
 	stateIs(t, q, "a", fdbq.Running)
 }
+
+// Each failed attempt leaves its error in the job's history, with its
+// attempt and time: a failure, a take-back by the monitor, a last
+// failure; a start clears the last error but not the history, and a
+// requeue keeps it.
+func TestAttemptErrors(t *testing.T) {
+	q, c := newQueue(t)
+	ctx := context.Background()
+	m := fdbq.NewMonitor(q, fdbq.MonitorOptions{Clock: c.Now})
+	addJob(t, q, fdbq.NewJob{ID: "a", MaxAttempts: 3})
+	t1 := c.Now()
+	l := acceptNoWait(t, q, fdbq.AcceptOptions{})[0]
+	if _, err := q.End(ctx, q.DB(), l, fdbq.Ending{How: fdbq.AttemptFailed, Cause: "smtp: 421 try later"}); err != nil {
+		t.Fatal(err)
+	}
+	c.Advance(time.Minute)
+	acceptNoWait(t, q, fdbq.AcceptOptions{})
+	if j := stateIs(t, q, "a", fdbq.Running); j.Error != "" || len(j.Errors) != 1 {
+		t.Fatalf("a started job: error %q, history %+v", j.Error, j.Errors)
+	}
+	sweep(t, m)
+	c.Advance(activityTimeout)
+	t3 := c.Now()
+	if st := sweep(t, m); st.Recycled != 1 {
+		t.Fatalf("sweep: %+v", st)
+	}
+	c.Advance(time.Minute)
+	l = acceptNoWait(t, q, fdbq.AcceptOptions{})[0]
+	c.Advance(time.Second)
+	t4 := c.Now()
+	if _, err := q.End(ctx, q.DB(), l, fdbq.Ending{How: fdbq.AttemptFailed, Cause: "smtp: 550 no such user"}); err != nil {
+		t.Fatal(err)
+	}
+	j := stateIs(t, q, "a", fdbq.Finished)
+	want := []fdbq.AttemptError{
+		{Attempt: 1, At: t1, Error: "smtp: 421 try later"},
+		{Attempt: 2, At: t3, Error: "activity timeout: no heartbeat for " + activityTimeout.String()},
+		{Attempt: 3, At: t4, Error: "smtp: 550 no such user"},
+	}
+	same := func(got []fdbq.AttemptError) bool {
+		if len(got) != len(want) {
+			return false
+		}
+		for i := range got {
+			if got[i].Attempt != want[i].Attempt || !got[i].At.Equal(want[i].At) || got[i].Error != want[i].Error {
+				return false
+			}
+		}
+		return true
+	}
+	if j.Outcome != fdbq.Failed || !same(j.Errors) {
+		t.Fatalf("history %+v, want %+v", j.Errors, want)
+	}
+	if err := q.Requeue(ctx, q.DB(), "email", "a"); err != nil {
+		t.Fatal(err)
+	}
+	if j := stateIs(t, q, "a", fdbq.Pending); !same(j.Errors) {
+		t.Fatalf("history after a requeue %+v", j.Errors)
+	}
+}

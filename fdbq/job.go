@@ -69,7 +69,12 @@ type Job struct {
 	Outcome  Outcome // set when State is Finished
 	Data     json.RawMessage
 	Result   json.RawMessage // what the worker returned (Succeeded)
-	Error    string          // the last attempt's error
+	Error    string          // the last attempt's error (cleared when an attempt starts)
+	// Errors are the errors of the last failed attempts, oldest first: at
+	// most MaxErrorHistory, each cut to its last MaxHistoryErrorSize
+	// bytes, and fewer when the job's data, result and progress leave
+	// no room (they give way, never the job).
+	Errors []AttemptError
 	Progress json.RawMessage // last progress a worker reported
 	Priority int
 	// Key is the job's fairness key ("": none): see Fairness in the
@@ -137,6 +142,9 @@ type record struct {
 	Workflow bool `json:"-"`
 	// Trace is the trace context the job was added in; zero: none.
 	Trace TraceContext `json:"-"`
+	// Errors are the errors of the job's last failed attempts, oldest
+	// first (see failAttempt).
+	Errors []attemptError `json:"-"`
 
 	// legacy: a running record written before activity entries were keyed
 	// by version; its entry is the deadline-keyed one (tagLegacyActive).
@@ -183,6 +191,9 @@ func (r *record) job(typ, id string) *Job {
 		HeartbeatAt: fromMs(r.HeartbeatAt),
 		FinishedAt:  fromMs(r.FinishedAt),
 		Trace:       r.Trace,
+	}
+	for _, e := range r.Errors {
+		j.Errors = append(j.Errors, AttemptError{Attempt: e.attempt, At: fromMs(e.at), Error: e.err})
 	}
 	if r.Workflow {
 		j.Workflow, j.Node, _ = strings.Cut(id, ":")

@@ -1116,7 +1116,7 @@ func (m *Monitor) recycle(ctx context.Context, typ string, s TypeSettings, group
 		next := *rec
 		// Cut to the room the job's data leaves, so that a job at the
 		// size limit can be taken back too.
-		next.setError("activity timeout: no heartbeat for " + (time.Duration(rec.activityTimeoutMs()) * time.Millisecond).String())
+		next.failAttempt("activity timeout: no heartbeat for "+(time.Duration(rec.activityTimeoutMs())*time.Millisecond).String(), q.nowMs())
 		next.LastLock = rec.Lock + ":recycle"
 		q.retryOrFail(&next, s)
 		if err := q.put(tx, typ, id, rec, &next); err != nil {

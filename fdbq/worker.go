@@ -2,8 +2,10 @@ package fdbq
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -210,13 +212,13 @@ func (q *Queue) End(ctx context.Context, tr kv.Transactor, l *Lease, e Ending) (
 			if err != nil {
 				return err
 			}
-			next.setError(e.Cause)
+			next.failAttempt(e.Cause, now)
 			q.retryOrFail(&next, s)
 			if at := toMs(e.At); at != 0 && next.State == Pending && !rec.Resubmit {
 				next.ScheduledAt = at
 			}
 		case AttemptCanceled:
-			next.setError(e.Cause)
+			next.failAttempt(e.Cause, now)
 			if !next.resubmitted() {
 				next.finish(Canceled, now)
 			}
@@ -347,6 +349,60 @@ const truncatedMark = "…"
 func (r *record) setError(msg string) {
 	room := MaxDataSize - len(r.Data) - len(r.Result) - len(r.Progress)
 	r.Error = truncateError(msg, min(room, maxErrorLen))
+}
+
+// MaxErrorHistory bounds the errors of failed attempts a job keeps
+// (Job.Errors); MaxHistoryErrorSize bounds each (its end is kept).
+const (
+	MaxErrorHistory     = 10
+	MaxHistoryErrorSize = 1 << 10
+)
+
+// AttemptError is the error of one failed attempt of a job.
+type AttemptError struct {
+	Attempt int       // the attempt's number (1 for the first; a requeue starts again at 1)
+	At      time.Time // when it ended, by the clock of the process that ended it
+	Error   string
+}
+
+// attemptError is an AttemptError as a record holds it.
+type attemptError struct {
+	attempt int
+	at      int64 // Unix ms
+	err     string
+}
+
+// historyEntryOverhead is what an entry of the history takes in the
+// record besides its text, at most: attempt, time and length varints.
+const historyEntryOverhead = 3 * binary.MaxVarintLen64
+
+// failAttempt stores msg as the error of the attempt that ended at at (ms)
+// and adds it to the history, dropping the oldest entry past
+// MaxErrorHistory.
+func (r *record) failAttempt(msg string, at int64) {
+	r.setError(msg)
+	if len(r.Errors) >= MaxErrorHistory {
+		r.Errors = slices.Clone(r.Errors[len(r.Errors)-MaxErrorHistory+1:])
+	} else {
+		r.Errors = slices.Clone(r.Errors)
+	}
+	r.Errors = append(r.Errors, attemptError{attempt: r.Attempts, at: at, err: truncateError(msg, MaxHistoryErrorSize)})
+}
+
+// errorsThatFit is how many of the newest history entries the record can
+// store: they take the room data, result, progress and the last error
+// leave under MaxDataSize, and give way to them.
+func (r *record) errorsThatFit() []attemptError {
+	room := MaxDataSize - len(r.Data) - len(r.Result) - len(r.Progress) - len(r.Error)
+	n := 0
+	for i := len(r.Errors) - 1; i >= 0 && n < MaxErrorHistory; i-- {
+		room -= len(r.Errors[i].err) + historyEntryOverhead
+		if room < 0 {
+			break
+		}
+		n++
+	}
+	return r.Errors[len(r.Errors)-n:]
 }
 
 // truncateError returns s as valid UTF-8 (a cause may carry any bytes) in

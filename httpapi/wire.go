@@ -45,6 +45,16 @@ type Job struct {
 	// TraceID is the id of the trace the job was enqueued in (W3C, 32
 	// lower-case hex digits): its handler's spans are in that trace.
 	TraceID string `json:"trace_id,omitempty"`
+	// Errors are the errors of the job's last failed attempts, oldest
+	// first (at most 10, each its last 1 KiB; see fdbq.Job.Errors).
+	Errors []AttemptError `json:"errors,omitempty"`
+}
+
+// AttemptError is the error of one failed attempt.
+type AttemptError struct {
+	Attempt int       `json:"attempt"`
+	At      time.Time `json:"at"`
+	Error   string    `json:"error"`
 }
 
 // Lease is a job accepted by an external worker, with the lock it must
@@ -327,7 +337,19 @@ func toJob(j *fdbq.Job) *Job {
 		HeartbeatAt: j.HeartbeatAt, FinishedAt: j.FinishedAt,
 		Added: j.Added, Workflow: j.Workflow, Node: j.Node,
 		TraceID: j.Trace.TraceIDString(),
+		Errors:  toAttemptErrors(j.Errors),
 	}
+}
+
+func toAttemptErrors(es []fdbq.AttemptError) []AttemptError {
+	if len(es) == 0 {
+		return nil
+	}
+	out := make([]AttemptError, len(es))
+	for i, e := range es {
+		out[i] = AttemptError{Attempt: e.Attempt, At: e.At, Error: e.Error}
+	}
+	return out
 }
 
 func toTypeSettings(s fdbq.TypeSettings) TypeSettings {

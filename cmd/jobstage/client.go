@@ -125,6 +125,9 @@ func (c *cli) printJob(cf *clientFlags, j *httpapi.Job) error {
 			row(t.k, t.v.Local().Format(time.RFC3339Nano))
 		}
 	}
+	for _, e := range j.Errors {
+		row(fmt.Sprintf("attempt %d", e.Attempt), e.At.Local().Format(time.RFC3339Nano)+"  "+e.Error)
+	}
 	return tw.Flush()
 }
 

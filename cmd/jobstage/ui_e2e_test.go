@@ -159,11 +159,21 @@ func (e *uiEnv) eval(expr string, out any) {
 	}
 }
 
+// text is what the first element sel matches shows, once there is one. It
+// is read in one evaluation in the page: a live update that replaces the
+// element between a lookup and a read (as chromedp.Text does them) cannot
+// lose it.
 func (e *uiEnv) text(sel string) string {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(e.ctx, uiStep)
 	defer cancel()
-	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+	q := fmt.Sprintf(`document.querySelector(%q)`, sel)
+	s, err := chromedp.Run(ctx, chromedp.Action[string](func(ctx context.Context, t *chromedp.Target) (string, error) {
+		if _, err := when(q + ` !== null`)(ctx, t); err != nil {
+			return "", err
+		}
+		return chromedp.Evaluate[string](fmt.Sprintf(`(%s ?? {innerText: ""}).innerText`, q))(ctx, t)
+	}))
 	if err != nil {
 		e.t.Fatalf("text of %s: %v\n%s", sel, err, e.pageState())
 	}
@@ -580,6 +590,12 @@ func TestUIQuickstart(t *testing.T) {
 	if got := e.text(`dd[data-field="trace_id"]`); got != j.TraceID {
 		t.Fatalf("trace id shown %q, the job's is %s", got, j.TraceID)
 	}
+	if n := e.count("#job-errors tr.attempt-error"); n != 2 {
+		t.Fatalf("%d failed attempts shown, want 2\n%s", n, e.pageState())
+	}
+	if got := e.text(`#job-errors tr.attempt-error[data-attempt="1"] pre`); got != "exit status 1: check: the job's data asks it to fail" {
+		t.Fatalf("the first attempt's error shown: %q", got)
+	}
 	e.screenshot("ui-quickstart-failed.png")
 
 	// Retry: pending again with its attempts reset, then worked twice
@@ -587,7 +603,8 @@ func TestUIQuickstart(t *testing.T) {
 	e.do("retry",
 		click("#requeue"), gone("#requeue"),
 		when(`document.querySelector('dd[data-field="state"]')?.textContent === 'finished (failed)'`),
-		when(`document.querySelector('dd[data-field="attempts"]')?.textContent.startsWith('2')`))
+		when(`document.querySelector('dd[data-field="attempts"]')?.textContent.startsWith('2')`),
+		when(`document.querySelectorAll('#job-errors tr.attempt-error').length === 4`))
 	j2, err := e.admin.Get(context.Background(), "check", "broken")
 	if err != nil || j2.Outcome != fdbq.Failed || j2.Attempts != 2 || j2.TraceID != j.TraceID || !j2.FinishedAt.After(j.FinishedAt) {
 		t.Fatalf("after the retry: %+v (%v); before: %+v", j2, err, j)
