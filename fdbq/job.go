@@ -63,18 +63,18 @@ const MaxIDSize = 256
 
 // Job is a snapshot of a job, as Get and List return it.
 type Job struct {
-	Type     string
-	ID       string
-	State    State
-	Outcome  Outcome // set when State is Finished
-	Data     json.RawMessage
-	Result   json.RawMessage // what the worker returned (Succeeded)
-	Error    string          // the last attempt's error (cleared when an attempt starts)
+	Type    string
+	ID      string
+	State   State
+	Outcome Outcome // set when State is Finished
+	Data    json.RawMessage
+	Result  json.RawMessage // what the worker returned (Succeeded)
+	Error   string          // the last attempt's error (cleared when an attempt starts)
 	// Errors are the errors of the last failed attempts, oldest first: at
 	// most MaxErrorHistory, each cut to its last MaxHistoryErrorSize
 	// bytes, and fewer when the job's data, result and progress leave
 	// no room (they give way, never the job).
-	Errors []AttemptError
+	Errors   []AttemptError
 	Progress json.RawMessage // last progress a worker reported
 	Priority int
 	// Key is the job's fairness key ("": none): see Fairness in the

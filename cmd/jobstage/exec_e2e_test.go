@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -172,7 +172,7 @@ func TestExecEnvironmentHasNoSecrets(t *testing.T) {
 	// The attempt's trace context, never a secret: the job's trace (one
 	// of its own, the server having no tracing section) and the attempt's
 	// span, not sampled.
-	if tp := env["TRACEPARENT"]; !regexp.MustCompile(`^00-` + j.TraceID + `-[0-9a-f]{16}-00$`).MatchString(tp) || j.TraceID == "" {
+	if tp := env["TRACEPARENT"]; !regexp.MustCompile(`^00-`+j.TraceID+`-[0-9a-f]{16}-00$`).MatchString(tp) || j.TraceID == "" {
 		t.Errorf("TRACEPARENT %q, want the job's trace %q", tp, j.TraceID)
 	}
 	want["TRACEPARENT"] = env["TRACEPARENT"]

@@ -169,7 +169,7 @@ func (e *uiEnv) text(sel string) string {
 	defer cancel()
 	q := fmt.Sprintf(`document.querySelector(%q)`, sel)
 	s, err := chromedp.Run(ctx, chromedp.Action[string](func(ctx context.Context, t *chromedp.Target) (string, error) {
-		if _, err := when(q + ` !== null`)(ctx, t); err != nil {
+		if _, err := when(q+` !== null`)(ctx, t); err != nil {
 			return "", err
 		}
 		return chromedp.Evaluate[string](fmt.Sprintf(`(%s ?? {innerText: ""}).innerText`, q))(ctx, t)
