@@ -152,6 +152,11 @@ func TestEndReplayed(t *testing.T) {
 			if x.b.applied != 1 {
 				t.Errorf("End sent again wrote: %d commits applied", x.b.applied)
 			}
+			// The attempt's error is in the history once, however often
+			// its ending was sent.
+			if j, err := x.q.Get(x.ctx, x.db, "email", "a"); err != nil || len(j.Errors) > 1 {
+				t.Errorf("after End and its replay: %v, history %+v", err, j.Errors)
+			}
 			// Another way to end the same attempt is refused: the lease
 			// ended it already.
 			other := fdbq.Ending{How: fdbq.AttemptCanceled}
