@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/jobstage/jobstage/kv"
@@ -18,7 +19,8 @@ import (
 // The event log of a type (P, 24, type, versionstamp, n) holds one entry
 // for every change of one of its jobs (an add, an accept, a heartbeat, a
 // finish, a requeue, a removal), in commit order: the versionstamp of the
-// transaction that made the change, then its place in that transaction.
+// transaction that made the change, then its place in that transaction
+// (see eventPlaces), unique across the types the transaction changed.
 // It costs a write per change, so it is kept only while someone follows
 // the type: a follower holds an interest entry (see interests) whose
 // holder begins with eventHolderPrefix, counted in the type's events
@@ -216,6 +218,16 @@ func (q *Queue) holdEventLog(tx kv.Tx, typ string) error {
 	return nil
 }
 
+// eventPlaces numbers the events this process writes: an event's place
+// in its transaction. The log keys of one commit share its versionstamp,
+// so their places must differ across every type the commit changes (a
+// follower of several types resumes after one of them by its cursor) and
+// keep the order the changes were made in; a transaction is written by
+// one process, and a counter of the process gives both without anything
+// kept in the transaction (a transaction its caller commits keeps no
+// kv.Memo). Places start at 1: a floor's place is 0.
+var eventPlaces atomic.Int64
+
 // logChange notes a change of job id of typ in tx (see changed) and, while
 // the type's event log is kept, writes its event: rec is the job after
 // the change, nil if it was removed.
@@ -224,11 +236,10 @@ func (q *Queue) logChange(tx kv.Tx, typ, id string, rec *record) error {
 	if err != nil || !n.logged {
 		return err
 	}
-	key, err := q.k.events(typ).PackWithVersionstamp(tuple.Tuple{tuple.IncompleteVersionstamp(0), n.events})
+	key, err := q.k.events(typ).PackWithVersionstamp(tuple.Tuple{tuple.IncompleteVersionstamp(0), eventPlaces.Add(1)})
 	if err != nil {
 		return err
 	}
-	n.events++
 	v := tuple.Tuple{id, string(Removed), "", int64(0), q.nowMs()}
 	if rec != nil {
 		v[1], v[2], v[3] = string(rec.State), string(rec.Outcome), int64(rec.Attempts)

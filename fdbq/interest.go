@@ -330,10 +330,8 @@ type changeNotes map[string]*changeNote
 // changeNote is what a transaction learned of one type's counts.
 type changeNote struct {
 	// held: the type's change key is watched (and was bumped); logged:
-	// its event log is kept, and events is how many this transaction
-	// wrote to it.
+	// its event log is kept.
 	held, logged bool
-	events       int64
 }
 
 // changed notes, in a transaction that changes a job of typ, that the
