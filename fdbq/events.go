@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -270,17 +271,27 @@ func (q *Queue) decodeEvent(typ string, e kv.KeyValue) (Event, error) {
 		Attempts: int(attempts), At: time.UnixMilli(at).UTC()}, nil
 }
 
-// MaxFollowTypes bounds the types one Follow follows: each costs a watch
+// MaxFollowTypes bounds the types one Follow names: each costs a watch
 // and an interest entry.
 const MaxFollowTypes = 100
+
+// MaxFollowAllTypes bounds the types a Follow of every type follows, those
+// registered while it follows included: a store with more is followed by
+// naming types.
+const MaxFollowAllTypes = 1000
+
+// ErrTooManyTypes: a Follow would follow more types than it may
+// (MaxFollowTypes named, MaxFollowAllTypes when following every type).
+var ErrTooManyTypes = errors.New("fdbq: too many types to follow")
 
 // DefaultFollowBatch is FollowOptions.Batch when it is zero.
 const DefaultFollowBatch = 256
 
 // FollowOptions configure a Follow.
 type FollowOptions struct {
-	// Types to follow; none: every registered type, those registered
-	// while it follows included (each a reset: its log begins then).
+	// Types to follow (at most MaxFollowTypes); none: every registered
+	// type, those registered while it follows included (each a reset: its
+	// log begins then), at most MaxFollowAllTypes of them.
 	Types []string
 	// After is where to begin: after that event. Zero: with the changes
 	// that commit after Follow has begun.
@@ -389,7 +400,7 @@ func (q *Queue) typeNames(ctx context.Context) ([]string, error) {
 
 func (q *Queue) typeNamesTx(tx kv.ReadTx) ([]string, error) {
 	sub := q.k.types()
-	kvs, err := tx.GetRange(sub.Range(), kv.RangeOptions{Limit: MaxFollowTypes + 1})
+	kvs, err := tx.GetRange(sub.Range(), kv.RangeOptions{Limit: MaxFollowAllTypes + 1})
 	if err != nil {
 		return nil, err
 	}
@@ -421,8 +432,11 @@ func (f *follower) hold(ctx context.Context, types []string) error {
 		if _, ok := f.holds[t]; ok {
 			continue
 		}
-		if len(f.holds) == MaxFollowTypes {
-			return fmt.Errorf("fdbq: cannot follow more than %d types at once: name the types to follow", MaxFollowTypes)
+		if !f.all && len(f.holds) == MaxFollowTypes {
+			return fmt.Errorf("%w: at most %d types may be named at once", ErrTooManyTypes, MaxFollowTypes)
+		}
+		if f.all && len(f.holds) == MaxFollowAllTypes {
+			return fmt.Errorf("%w: the store has more than %d types, more than a follower of every type follows: name the types to follow", ErrTooManyTypes, MaxFollowAllTypes)
 		}
 		h := f.q.ref(f.q.eventHolds, t)
 		f.holds[t] = h

@@ -319,7 +319,7 @@ func TestFollowRefusesBadInput(t *testing.T) {
 		many = append(many, fmt.Sprint("t", i))
 	}
 	err = q.Follow(context.Background(), fdbq.FollowOptions{Types: many}, func(fdbq.Event) error { return nil })
-	if err == nil || !strings.Contains(err.Error(), fmt.Sprint(fdbq.MaxFollowTypes)) {
+	if !errors.Is(err, fdbq.ErrTooManyTypes) || !strings.Contains(err.Error(), fmt.Sprint(fdbq.MaxFollowTypes)) {
 		t.Fatalf("follow of %d types: %v", len(many), err)
 	}
 	for _, s := range []string{"x", strings.Repeat("0", 35), strings.Repeat("0", 20) + "8" + strings.Repeat("0", 15), strings.Repeat("g", 36)} {

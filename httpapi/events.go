@@ -119,6 +119,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 		if errors.Is(err, fdbq.ErrInvalidJob) {
 			return invalid("type: %v", err)
 		}
+		if errors.Is(err, fdbq.ErrTooManyTypes) {
+			return &APIError{Status: http.StatusUnprocessableEntity, Code: CodeTooManyTypes, Message: err.Error()}
+		}
 		if err == nil || ctx.Err() != nil && r.Context().Err() == nil {
 			return &APIError{Status: http.StatusServiceUnavailable, Code: CodeNotReady, Message: "the server is stopping"}
 		}

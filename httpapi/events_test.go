@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/httpapi"
 )
 
@@ -308,4 +310,47 @@ func FuzzReadEvents(f *testing.F) {
 			t.Fatalf("%d events from %d data lines", n, strings.Count(string(b), "data:"))
 		}
 	})
+}
+
+// A stream of every type follows at most fdbq.MaxFollowAllTypes: past
+// that, it is refused with a status and a message that say so (not a
+// 500), and a stream that names its types still starts.
+func TestEventsEveryTypePastTheLimit(t *testing.T) {
+	e := newEnv(t, httpapi.Options{Tokens: testTokens})
+	ctx := context.Background()
+	c := httpapi.NewClient(e.url, "admin-secret", nil)
+	// Many types, but not too many: every type is followed.
+	for i := range 150 {
+		if err := e.q.SetType(ctx, e.db, fmt.Sprintf("t%04d", i), fdbq.DefaultTypeSettings()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := startStream(t, c, nil, "")
+	if r := s.next(t); r.Kind != "ready" {
+		t.Fatalf("a stream of 151 types: first event %+v, want ready", r)
+	}
+	if _, err := e.q.Add(ctx, e.db, fdbq.NewJob{Type: "t0149", ID: "last"}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := s.next(t); ev.Kind != "job" || ev.Type != "t0149" || ev.ID != "last" {
+		t.Fatalf("event %+v, want the add of t0149 last", ev)
+	}
+	s.cancel()
+	<-s.done
+	s.done <- nil
+
+	for i := 150; i < fdbq.MaxFollowAllTypes; i++ {
+		if err := e.q.SetType(ctx, e.db, fmt.Sprintf("t%04d", i), fdbq.DefaultTypeSettings()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := c.Events(ctx, nil, "", func(httpapi.Event) error { return errStop })
+	var ae *httpapi.APIError
+	if !errors.As(err, &ae) || ae.Status != http.StatusUnprocessableEntity || ae.Code != httpapi.CodeTooManyTypes ||
+		!strings.Contains(ae.Message, fmt.Sprint(fdbq.MaxFollowAllTypes)) || !strings.Contains(ae.Message, "name the types") {
+		t.Fatalf("a stream of every type of %d: %v, want 422 too_many_types naming the limit", fdbq.MaxFollowAllTypes+1, err)
+	}
+	if err := c.Events(ctx, []string{"email", "t0999"}, "", func(httpapi.Event) error { return errStop }); !errors.Is(err, errStop) {
+		t.Fatalf("a stream naming two types: %v", err)
+	}
 }

@@ -317,6 +317,7 @@ const (
 	CodeWrongState       = "wrong_state"        // 409: the operation does not apply to the job's state
 	CodeDuplicate        = "duplicate"          // 409: a unique job that refuses duplicates has one (job_id names it)
 	CodeTooLarge         = "too_large"          // 413: the body, or a job's data, is over the limit
+	CodeTooManyTypes     = "too_many_types"     // 422: an event stream of every type, and more types than one follows
 	CodeNotReady         = "not_ready"          // 503: readyz
 	CodeBusy             = "busy"               // 503: the server serves as many event streams as it may
 	CodeInternal         = "internal"           // 500
