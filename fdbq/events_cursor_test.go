@@ -2,11 +2,15 @@ package fdbq_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/kv"
+	"github.com/jobstage/jobstage/kv/tuple"
 )
 
 // newTypesQueue is newQueue with types registered besides "email".
@@ -165,4 +169,45 @@ func TestFollowCallerCommittedTransaction(t *testing.T) {
 	if log, err := q.EventLog(ctx, "email"); err != nil || len(log) != 3 {
 		t.Fatalf("email's log holds %d entries (%v), want 3", len(log), err)
 	}
+}
+
+// A hold on a type never registered would never be cleared (a monitor
+// clears the entries of registered types): following one, or waiting on
+// one of its jobs, is refused and writes nothing.
+func TestHoldOfUnknownTypeRefused(t *testing.T) {
+	q, _ := newQueue(t)
+	ctx := context.Background()
+	for _, types := range [][]string{{"nosuch"}, {"email", "nosuch"}} {
+		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := q.Follow(fctx, fdbq.FollowOptions{Types: types}, func(fdbq.Event) error { return nil })
+		cancel()
+		if !errors.Is(err, fdbq.ErrUnknownType) || !strings.Contains(err.Error(), "nosuch") {
+			t.Fatalf("follow of %q: %v, want ErrUnknownType naming nosuch", types, err)
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := q.WaitOne(wctx, "nosuch", "a", fdbq.Finished); !errors.Is(err, fdbq.ErrUnknownType) && !errors.Is(err, fdbq.ErrNotFound) {
+		t.Fatalf("wait on a job of an unknown type: %v, want ErrUnknownType or ErrNotFound", err)
+	}
+	for _, typ := range []string{"nosuch", "email"} {
+		if n := len(interestEntries(t, q, typ)); n != 0 {
+			t.Errorf("type %s: %d interest entries", typ, n)
+		}
+		if n := interestCount(t, q, typ); n != 0 {
+			t.Errorf("type %s: interest count %d", typ, n)
+		}
+		if n := kv.DecodeInt64(rawGet(t, q, tuple.FromBytes(fdbq.DefaultPrefix).MustPack(tuple.Tuple{25, typ}))); n != 0 {
+			t.Errorf("type %s: events count %d", typ, n)
+		}
+	}
+	// The type registered, it is followed.
+	if err := q.SetType(ctx, q.DB(), "nosuch", fdbq.DefaultTypeSettings()); err != nil {
+		t.Fatal(err)
+	}
+	f := startFollow(t, q, fdbq.FollowOptions{Types: []string{"nosuch"}})
+	if _, err := q.Add(ctx, q.DB(), fdbq.NewJob{Type: "nosuch", ID: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	f.expect(t, "nosuch", "a pending")
 }

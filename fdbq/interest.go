@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"strings"
 	"sync"
@@ -196,6 +197,16 @@ func (q *Queue) renewInterests(ctx context.Context, hs []*interestHold) (restore
 				return false, err
 			}
 			if was == nil {
+				// A hold of a type never registered would never be
+				// cleared: a monitor clears the entries of registered
+				// types (and types are never unregistered).
+				typ, err := tx.Snapshot().Get(q.k.typ(typs[i/2]))
+				if err != nil {
+					return false, err
+				}
+				if typ == nil {
+					return false, fmt.Errorf("%w: %q", ErrUnknownType, typs[i/2])
+				}
 				tx.Add(keys[i+1], 1)
 				restored = restored || written[i/2]
 				if is.events {
@@ -237,7 +248,12 @@ func (h *interestHold) release() {
 	}
 	if h.is.events {
 		h.is.mu.Lock()
-		h.is.byType[h.typ].refs--
+		e := h.is.byType[h.typ]
+		if e.refs--; e.refs == 0 && e.busy == nil && e.renewBy.IsZero() {
+			// Never written (its type is unknown, or the write failed):
+			// nothing to expire.
+			delete(h.is.byType, h.typ)
+		}
 		h.is.mu.Unlock()
 		return
 	}

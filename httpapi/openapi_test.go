@@ -13,6 +13,7 @@ import (
 
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/httpapi"
+	"go.yaml.in/yaml/v3"
 )
 
 // TestOpenAPIRoutes: every route the server serves is described, and
@@ -232,4 +233,40 @@ func jsonFields(t reflect.Type) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// TestOpenAPIRefs: every $ref names a component the file defines.
+func TestOpenAPIRefs(t *testing.T) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(httpapi.OpenAPI, &root); err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := yaml.Unmarshal(httpapi.OpenAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	refs := 0
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		for i := 0; n.Kind == yaml.MappingNode && i+1 < len(n.Content); i += 2 {
+			if k, v := n.Content[i], n.Content[i+1]; k.Value == "$ref" {
+				refs++
+				var at any = doc
+				for _, part := range strings.Split(strings.TrimPrefix(v.Value, "#/"), "/") {
+					m, _ := at.(map[string]any)
+					at = m[part]
+				}
+				if at == nil || !strings.HasPrefix(v.Value, "#/") {
+					t.Errorf("line %d: $ref %s names nothing in the file", v.Line, v.Value)
+				}
+			}
+		}
+		for _, c := range n.Content {
+			walk(c)
+		}
+	}
+	walk(&root)
+	if refs < 50 {
+		t.Fatalf("only %d $refs found", refs)
+	}
 }
