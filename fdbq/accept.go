@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/jobstage/jobstage/kv"
 	"github.com/jobstage/jobstage/kv/tuple"
@@ -63,6 +65,38 @@ type AcceptOptions struct {
 	// their zones. The express accepts of a pipeline take the first jobs
 	// of keys newly ready with it (ReadyKeys).
 	Keys []string
+	// Holder names who accepts (a worker, a process: "host/pid"), shown
+	// with each job it holds (Job.Holder) for as long as it runs; at
+	// most MaxHolderSize bytes of printable UTF-8 (ValidateHolder). It is
+	// part of the lock, whose random token alone fences.
+	Holder string
+}
+
+// MaxHolderSize bounds AcceptOptions.Holder.
+const MaxHolderSize = 128
+
+// ValidateHolder reports what is wrong with h as an AcceptOptions.Holder:
+// longer than MaxHolderSize, not UTF-8, or holding a control or format
+// character (which a terminal or a page would act on or hide).
+func ValidateHolder(h string) error {
+	if len(h) > MaxHolderSize {
+		return errorf(ErrInvalidJob, "holder: %d bytes, more than %d", len(h), MaxHolderSize)
+	}
+	if !utf8.ValidString(h) {
+		return errorf(ErrInvalidJob, "holder %q is not UTF-8", h)
+	}
+	for _, r := range h {
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			return errorf(ErrInvalidJob, "holder %q holds the control or format character %U", h, r)
+		}
+	}
+	return nil
+}
+
+// holderOf is the holder a lock names ("" for none).
+func holderOf(lock string) string {
+	_, h, _ := strings.Cut(lock, "@")
+	return h
 }
 
 // AcceptGroup keeps accepts of one process that take jobs of one type at
@@ -251,6 +285,9 @@ func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lea
 	if err := checkName("type name", typ); err != nil {
 		return nil, err
 	}
+	if err := ValidateHolder(o.Holder); err != nil {
+		return nil, err
+	}
 	o, fixedWindow := o.withDefaults()
 	var deadline <-chan time.Time
 	if o.Timeout > 0 {
@@ -278,6 +315,9 @@ func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lea
 		// returns the jobs the first attempt took instead of leaving them
 		// running with nobody holding them.
 		lock := newToken()
+		if o.Holder != "" {
+			lock += "@" + o.Holder
+		}
 		claimMs := q.nowMs()
 		wait := o.Timeout != 0
 		if o.Group != nil && !fixedWindow {

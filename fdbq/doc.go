@@ -27,8 +27,9 @@
 // transaction and true once that commits. Finish and Fail are End with
 // AttemptSucceeded and AttemptFailed.
 //
-// A running job is held under a lock, a random token made by Accept.
-// Heartbeat, End (Finish, Fail) and Resubmit read the job and check the lock in
+// A running job is held under a lock, a random token made by Accept
+// (followed by "@" and the AcceptOptions.Holder that named itself, which
+// Job.Holder shows; the token alone fences). Heartbeat, End (Finish, Fail) and Resubmit read the job and check the lock in
 // their transaction; if the job was recycled, canceled, removed or finished
 // they fail with ErrHalt and write nothing. Because they can run inside the
 // worker's own transaction, the worker's writes commit if and only if it

@@ -91,6 +91,9 @@ type Job struct {
 	StartedAt   time.Time // of the current or last attempt
 	HeartbeatAt time.Time
 	FinishedAt  time.Time
+	// Holder names, while the job runs, who accepted it
+	// (AcceptOptions.Holder; empty when it did not say).
+	Holder string
 	// Added says, on a job Add returned for a NewJob with Unique, what
 	// the add did: added it, found a duplicate (this job), or replaced
 	// the duplicate (this job). Empty elsewhere.
@@ -191,6 +194,9 @@ func (r *record) job(typ, id string) *Job {
 		HeartbeatAt: fromMs(r.HeartbeatAt),
 		FinishedAt:  fromMs(r.FinishedAt),
 		Trace:       r.Trace,
+	}
+	if r.State == Running {
+		j.Holder = holderOf(r.Lock)
 	}
 	for _, e := range r.Errors {
 		j.Errors = append(j.Errors, AttemptError{Attempt: e.attempt, At: fromMs(e.at), Error: e.err})

@@ -179,8 +179,9 @@ func (b *bodyID) UnmarshalJSON(data []byte) error {
 
 // acceptBody is the body of an accept.
 type acceptBody struct {
-	Max  *int   `json:"max"`
-	Wait string `json:"wait"`
+	Max    *int   `json:"max"`
+	Wait   string `json:"wait"`
+	Holder string `json:"holder"`
 }
 
 // decodeAccept reads an accept body; an empty body takes the defaults
@@ -207,6 +208,10 @@ func decodeAccept(r io.Reader) (fdbq.AcceptOptions, error) {
 		}
 		o.Timeout = d
 	}
+	if err := fdbq.ValidateHolder(b.Holder); err != nil {
+		return o, invalid("%s", fdbqDetail(err))
+	}
+	o.Holder = b.Holder
 	return o, nil
 }
 

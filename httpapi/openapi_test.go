@@ -173,7 +173,7 @@ func TestOpenAPISchemas(t *testing.T) {
 	// ones the decoders know (a field added to one only is refused).
 	for name, body := range map[string]string{
 		"NewJob":        `{"id":"a","data":{"a":1},"scheduled_at":"2030-01-01T00:00:00Z","priority":1,"key":"k","max_attempts":1,"unique":{"fields":["a"],"states":["pending"],"window":"1h","on_duplicate":"refuse"}}`,
-		"AcceptRequest": `{"max":1,"wait":"1s"}`,
+		"AcceptRequest": `{"max":1,"wait":"1s","holder":"w"}`,
 		"Unique":        `{"fields":["a"],"states":["pending","finished"],"window":"1h","on_duplicate":"replace"}`,
 		"TypeSettings":  `{"activity_timeout":"1s","retry":{"max_attempts":1,"backoff":"constant","base":"1s","max":"1s"},"paused":true,"retention":"1s","zones":2,"max_running":5,"keys":{"k":{"weight":2}},"key_default":{"weight":1,"max_running":1,"max_starts":1,"per":"1s","zones":1}}`,
 	} {

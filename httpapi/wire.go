@@ -33,6 +33,9 @@ type Job struct {
 	StartedAt   time.Time `json:"started_at,omitzero"`
 	HeartbeatAt time.Time `json:"heartbeat_at,omitzero"`
 	FinishedAt  time.Time `json:"finished_at,omitzero"`
+	// Holder names, while the job runs, who accepted it: a pipeline's
+	// host and pid, or what an HTTP worker's accept named.
+	Holder string `json:"holder,omitempty"`
 	// Added, in the answer to an enqueue of a job with unique, says what
 	// the enqueue did: "added", "duplicate" (this job was there, nothing
 	// was written) or "replaced" (this job was there and was added again
@@ -219,6 +222,9 @@ type ListOptions struct {
 type AcceptRequest struct {
 	Max  int      `json:"max,omitempty"`
 	Wait Duration `json:"wait,omitempty"`
+	// Holder names the worker in the jobs it holds (fdbq.ValidateHolder);
+	// none: "http " and the client's address.
+	Holder string `json:"holder,omitempty"`
 }
 
 // HeartbeatRequest is the body of POST …/jobs/{id}/heartbeat. Data and
@@ -335,7 +341,7 @@ func toJob(j *fdbq.Job) *Job {
 		Priority: j.Priority, Key: j.Key, Attempts: j.Attempts, MaxAttempts: j.MaxAttempts,
 		Resubmitted: j.Resubmitted,
 		AddedAt:     j.AddedAt, ScheduledAt: j.ScheduledAt, StartedAt: j.StartedAt,
-		HeartbeatAt: j.HeartbeatAt, FinishedAt: j.FinishedAt,
+		HeartbeatAt: j.HeartbeatAt, FinishedAt: j.FinishedAt, Holder: j.Holder,
 		Added: j.Added, Workflow: j.Workflow, Node: j.Node,
 		TraceID: j.Trace.TraceIDString(),
 		Errors:  toAttemptErrors(j.Errors),

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"time"
 
@@ -34,6 +35,15 @@ func (s *Server) accept(w http.ResponseWriter, r *http.Request) error {
 	o, err := decodeAccept(r.Body)
 	if err != nil {
 		return err
+	}
+	if o.Holder == "" {
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		if err != nil {
+			host = r.RemoteAddr
+		}
+		if o.Holder = "http " + host; fdbq.ValidateHolder(o.Holder) != nil {
+			o.Holder = "http"
+		}
 	}
 	leases, err := s.q.Accept(r.Context(), typ, o)
 	if err != nil {

@@ -358,3 +358,46 @@ func TestAcceptMaxZeroRefused(t *testing.T) {
 		t.Errorf("accept without max: %d", a.status)
 	}
 }
+
+// An HTTP worker's accept names its holder, or is named by its address;
+// the job shows it while it runs. A holder that is not printable is
+// refused and takes nothing.
+func TestAcceptHolder(t *testing.T) {
+	e := newEnv(t, httpapi.Options{})
+	ctx := context.Background()
+	c := httpapi.NewClient(e.url, "", nil)
+	for _, id := range []string{"a", "b"} {
+		if _, err := e.q.Add(ctx, e.db, fdbq.NewJob{Type: "email", ID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := e.do("POST", "/v1/types/email/accept", "", `{"holder":"worker\u001b[2J"}`)
+	wantError(t, a, http.StatusBadRequest, httpapi.CodeInvalid, "holder", "control")
+	named, err := c.Accept(ctx, "email", httpapi.AcceptRequest{Holder: "worker-3"})
+	if err != nil || len(named) != 1 || named[0].Holder != "worker-3" {
+		t.Fatalf("accept naming worker-3: %+v %v", named, err)
+	}
+	unnamed, err := c.Accept(ctx, "email", httpapi.AcceptRequest{})
+	if err != nil || len(unnamed) != 1 {
+		t.Fatalf("accept: %+v %v", unnamed, err)
+	}
+	for _, l := range []*httpapi.Lease{named[0], unnamed[0]} {
+		j, err := c.Get(ctx, "email", l.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "worker-3"
+		if l == unnamed[0] {
+			want = "http 127.0.0.1"
+		}
+		if j.Holder != want {
+			t.Errorf("job %s: holder %q, want %q", l.ID, j.Holder, want)
+		}
+	}
+	if err := c.Finish(ctx, named[0], nil); err != nil {
+		t.Fatal(err)
+	}
+	if j, err := c.Get(ctx, "email", named[0].ID); err != nil || j.Holder != "" {
+		t.Fatalf("finished job: holder %q, %v", j.Holder, err)
+	}
+}

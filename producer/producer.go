@@ -20,8 +20,10 @@ package producer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"time"
 
@@ -65,6 +67,27 @@ type Options struct {
 	// (jobstage.accept, linked to each job's trace context; see package
 	// tracing); nil: otel.GetTracerProvider().
 	TracerProvider trace.TracerProvider
+	// Holder names the producer in the jobs it accepts while they run
+	// (fdbq.AcceptOptions.Holder, shown by jobstage get and the web UI);
+	// default DefaultHolder(). One that fdbq.ValidateHolder refuses is
+	// logged and replaced by the default.
+	Holder string
+}
+
+// DefaultHolder names this process: its host name and pid, "host/pid".
+func DefaultHolder() string {
+	host, err := os.Hostname()
+	if err != nil || fdbq.ValidateHolder(host) != nil {
+		host = "unknown-host"
+	}
+	h := fmt.Sprintf("%s/%d", host, os.Getpid())
+	if len(h) > fdbq.MaxHolderSize {
+		h = h[len(h)-fdbq.MaxHolderSize:]
+	}
+	if fdbq.ValidateHolder(h) != nil {
+		h = fmt.Sprintf("pid/%d", os.Getpid())
+	}
+	return h
 }
 
 // Producer accepts jobs of one type. It runs nothing of its own: it
@@ -108,6 +131,13 @@ func New(q *fdbq.Queue, typ string, o Options) *Producer {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if err := fdbq.ValidateHolder(o.Holder); err != nil {
+		o.Logger.Warn("producer: the holder it names itself by is refused; it uses the default", "type", typ, "err", err)
+		o.Holder = ""
+	}
+	if o.Holder == "" {
+		o.Holder = DefaultHolder()
 	}
 	return &Producer{q: q, typ: typ, opts: o, waiter: make(chan struct{}, 1), group: &fdbq.AcceptGroup{}, tracer: tracing.Tracer(o.TracerProvider)}
 }
@@ -173,7 +203,7 @@ func (p *Producer) Pull(ctx context.Context, n int) ([]*fdbq.Lease, error) {
 // accept takes jobs without waiting if some are due; otherwise it becomes
 // (or waits to become) the one Pull that waits on the store.
 func (p *Producer) accept(ctx context.Context, n int) ([]*fdbq.Lease, error) {
-	o := fdbq.AcceptOptions{Max: n, Window: p.opts.Window, Group: p.group}
+	o := fdbq.AcceptOptions{Max: n, Window: p.opts.Window, Group: p.group, Holder: p.opts.Holder}
 	select {
 	case p.waiter <- struct{}{}:
 	default:
@@ -236,7 +266,7 @@ func (p *Producer) noteFull(full bool) {
 func (p *Producer) AcceptKeys(ctx context.Context, keys []string, n int) ([]*fdbq.Lease, error) {
 	n = max(1, min(n, p.opts.BatchLimit))
 	start := time.Now()
-	leases, err := p.q.Accept(ctx, p.typ, fdbq.AcceptOptions{Max: n, Window: n, Group: p.group, Keys: keys})
+	leases, err := p.q.Accept(ctx, p.typ, fdbq.AcceptOptions{Max: n, Window: n, Group: p.group, Keys: keys, Holder: p.opts.Holder})
 	if err == nil && len(leases) > 0 {
 		p.traceAccept(ctx, start, leases)
 	}

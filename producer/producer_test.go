@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -344,5 +346,29 @@ func TestBacklogged(t *testing.T) {
 	}
 	if parked, _ := p.Parked(); parked {
 		t.Fatal("parked after the pull returned")
+	}
+}
+
+// The jobs a producer accepts name it while they run: by default its
+// host and pid; a holder fdbq refuses is replaced by the default rather
+// than failing every accept.
+func TestProducerHolder(t *testing.T) {
+	q, _ := newQueue(t)
+	ctx := context.Background()
+	add(t, q, fdbq.NewJob{ID: "a"}, fdbq.NewJob{ID: "b"}, fdbq.NewJob{ID: "c"})
+	def := producer.DefaultHolder()
+	if err := fdbq.ValidateHolder(def); err != nil || !strings.HasSuffix(def, fmt.Sprintf("/%d", os.Getpid())) {
+		t.Fatalf("DefaultHolder() = %q (%v), want host/pid", def, err)
+	}
+	for _, tc := range []struct{ holder, want string }{{"", def}, {"billing-7", "billing-7"}, {"bad\x1b[2J", def}} {
+		p := producer.New(q, "t", producer.Options{Holder: tc.holder, Logger: slog.New(slog.DiscardHandler)})
+		ls, err := p.Pull(ctx, 1)
+		if err != nil || len(ls) != 1 {
+			t.Fatalf("pull: %v %v", ls, err)
+		}
+		j, err := q.Get(ctx, q.DB(), "t", ls[0].ID)
+		if err != nil || j.Holder != tc.want {
+			t.Errorf("holder %q: the job's holder is %q (%v), want %q", tc.holder, j.Holder, err, tc.want)
+		}
 	}
 }

@@ -117,6 +117,9 @@ func (c *cli) printJob(cf *clientFlags, j *httpapi.Job) error {
 	if j.TraceID != "" {
 		row("trace", j.TraceID)
 	}
+	if j.Holder != "" {
+		row("holder", j.Holder)
+	}
 	for _, t := range []struct {
 		k string
 		v time.Time

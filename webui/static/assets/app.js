@@ -360,6 +360,7 @@ function jobView(type, id) {
           row('attempts', attemptsText(j)),
           row('priority', String(j.priority)),
           row('key', j.key),
+          row('holder', j.holder),
           row('trace_id', j.trace_id),
           row('workflow', j.workflow ? h('a', { href: hrefWorkflow(j.workflow) }, j.workflow) : null),
           row('node', j.node),
