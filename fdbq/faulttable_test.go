@@ -235,9 +235,12 @@ func (x *ftQ) state() string {
 	}
 	var lines []string
 	for ref, j := range jobs {
-		_, exit, _ := strings.Cut(j.LastLock, ":")
+		exit := j.LastLock[strings.LastIndex(j.LastLock, ":")+1:]
 		norm := *j
 		norm.Lock, norm.LastLock, norm.LastAdd = fmt.Sprint(j.Lock != ""), exit, ""
+		// The job as Get shows it, its history of failed attempts too:
+		// an attempt ended twice (a recycle or an ending run again after
+		// a commit that applied) would be in it twice.
 		b, _ := json.Marshal(norm)
 		lines = append(lines, ref.id+" "+string(b))
 	}
