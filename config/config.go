@@ -260,6 +260,9 @@ type HTTP struct {
 	// MaxEventStreams bounds the event streams (GET /v1/events) served
 	// at once. Default httpapi.DefaultMaxStreams.
 	MaxEventStreams int `yaml:"max_event_streams"`
+	// SessionTTL is how long a web UI login lasts. Default
+	// httpapi.DefaultSessionTTL.
+	SessionTTL time.Duration `yaml:"session_ttl"`
 }
 
 // Token is a bearer token and the role it grants.

@@ -87,7 +87,7 @@ func TestDefaults(t *testing.T) {
 		HTTP: config.HTTP{Listen: config.DefaultListen, MaxBodyBytes: config.DefaultMaxBodyBytes,
 			ReadHeaderTimeout: config.DefaultReadHeaderTimeout, ReadTimeout: config.DefaultReadTimeout,
 			RequestTimeout: config.DefaultRequestTimeout, IdleTimeout: config.DefaultIdleTimeout,
-			MaxConnections: config.DefaultMaxConnections, MaxEventStreams: httpapi.DefaultMaxStreams},
+			MaxConnections: config.DefaultMaxConnections, MaxEventStreams: httpapi.DefaultMaxStreams, SessionTTL: httpapi.DefaultSessionTTL},
 		Metrics:  config.Metrics{Path: config.DefaultMetricsPath},
 		Logging:  config.Logging{Level: "info", Format: "text"},
 		Shutdown: config.Shutdown{DrainTimeout: config.DefaultDrainTimeout},

@@ -112,6 +112,13 @@ var lintCases = []struct {
 		},
 	},
 	{
+		name: "session length",
+		src:  "http:\n  session_ttl: 0s\n",
+		want: []string{
+			"f.yaml:2:16: http.session_ttl: must be more than 0: a web UI login lasts that long",
+		},
+	},
+	{
 		name: "duplicate key",
 		src:  "http:\n  listen: 127.0.0.1:1\n  listen: 127.0.0.1:2\n",
 		want: []string{"f.yaml:3:3: http.listen: duplicate key (first at line 2)"},

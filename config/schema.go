@@ -212,6 +212,8 @@ var schema = object("", "",
 			byDefault(num(DefaultMaxConnections)).atLeast(1),
 		leaf("max_event_streams", "Bound on the event streams (`GET /v1/events`) served at once; past it a new one is answered 503 `busy`.").
 			byDefault(num(httpapi.DefaultMaxStreams)).atLeast(1),
+		leaf("session_ttl", "How long a web UI login lasts: the session cookie names its token and its end, signed with the token's secret (it does not hold the secret). More than 0.").
+			byDefault(dur(httpapi.DefaultSessionTTL)),
 	),
 	object("metrics", "Prometheus metrics.",
 		leaf("path", "Path of the metrics endpoint on the HTTP API's listener. An explicit empty string (`\"\"`) turns it off: no route is served. With `http.tokens` the endpoint needs an `admin` or `metrics` token (the metrics name every type and pipeline and show the traffic); without tokens it is open to loopback clients, like the whole API.").

@@ -634,6 +634,9 @@ func (d *decoder) validateTimeouts(h *HTTP) {
 			d.at("must be more than 0: a bound of 0 would be none, leaving a client that stalls connected forever", "http", f.key)
 		}
 	}
+	if h.SessionTTL <= 0 {
+		d.at("must be more than 0: a web UI login lasts that long", "http", "session_ttl")
+	}
 	if h.ReadHeaderTimeout > 0 && h.ReadTimeout > 0 && h.ReadTimeout < h.ReadHeaderTimeout && d.fine("http", "read_header_timeout") {
 		d.at(fmt.Sprintf("%s is shorter than read_header_timeout (%s), which it includes", h.ReadTimeout, h.ReadHeaderTimeout), "http", "read_timeout")
 	}

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -107,6 +108,12 @@ type Options struct {
 	// context of its traceparent and tracestate headers; the jobs store
 	// its context. nil: otel.GetTracerProvider().
 	TracerProvider trace.TracerProvider
+	// SessionTTL is how long a web UI session lasts after its login;
+	// default DefaultSessionTTL.
+	SessionTTL time.Duration
+	// Now is the clock of sessions and of the limit on failed
+	// authentications; default time.Now.
+	Now func() time.Time
 }
 
 // Server is the HTTP API over a queue. It is an http.Handler; the caller
@@ -118,6 +125,7 @@ type Server struct {
 	log     *slog.Logger
 	mux     *http.ServeMux
 	tokens  []tokenEntry
+	guesses guessLimiter
 	routes  []string
 	maxBody int64
 	timeout time.Duration
@@ -157,6 +165,7 @@ func New(q *fdbq.Queue, o Options) (*Server, error) {
 	s := &Server{q: q, db: q.DB(), o: o, log: o.Logger, mux: http.NewServeMux(), maxBody: o.MaxBodyBytes, timeout: o.RequestTimeout,
 		streams: make(chan struct{}, cmp.Or(max(o.MaxStreams, 0), DefaultMaxStreams)), stop: make(chan struct{}),
 		tracer: tracing.Tracer(o.TracerProvider)}
+	s.guesses.now = s.now
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -422,16 +431,15 @@ func (s *Server) authorize(r *http.Request, rt route) (*caller, *APIError) {
 	if len(s.tokens) == 0 {
 		return &caller{role: RoleAdmin, via: AuthNone}, nil
 	}
-	secret, via, apiErr := credentials(r)
-	if apiErr != nil {
+	if apiErr := s.guesses.check(r); apiErr != nil {
 		return nil, apiErr
 	}
-	found := s.lookup(secret)
-	if found == nil {
-		if via == AuthCookie {
-			return nil, &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "the session cookie holds no known token: log in again"}
+	found, via, apiErr := s.credentials(r)
+	if apiErr != nil {
+		if apiErr.Status == http.StatusUnauthorized {
+			s.guesses.failed(r)
 		}
-		return nil, &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "unknown token"}
+		return nil, apiErr
 	}
 	c := &caller{name: found.name, role: found.role, via: via}
 	if found.role == RoleAdmin {
@@ -446,28 +454,39 @@ func (s *Server) authorize(r *http.Request, rt route) (*caller, *APIError) {
 		Message: fmt.Sprintf("token %s has role %s, which may not call %s", found.name, found.role, rt.pattern)}
 }
 
-// credentials returns the request's secret and where it came from: the
-// Authorization header when there is one, else the session cookie.
-func credentials(r *http.Request) (string, string, *APIError) {
+// credentials returns the token of the request and where it came from:
+// the Authorization header when there is one, else the session cookie.
+func (s *Server) credentials(r *http.Request) (*tokenEntry, string, *APIError) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
-		secret, ok, err := sessionSecret(r)
+		found, ok, err := s.session(r)
 		if err != nil {
-			return "", "", err
+			return nil, "", err
 		}
 		if ok {
-			return secret, AuthCookie, nil
+			return found, AuthCookie, nil
 		}
-		return "", "", &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "missing bearer token: send Authorization: Bearer <token>"}
+		return nil, "", &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "missing bearer token: send Authorization: Bearer <token>"}
 	}
 	scheme, secret, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(secret) == "" {
-		return "", "", &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "the Authorization header must be Bearer <token>"}
+		return nil, "", &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "the Authorization header must be Bearer <token>"}
 	}
-	return strings.TrimSpace(secret), AuthBearer, nil
+	found := s.lookup(strings.TrimSpace(secret))
+	if found == nil {
+		return nil, "", &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "unknown token"}
+	}
+	return found, AuthBearer, nil
 }
 
 // lookup returns the token whose secret this is, or nil.
+func (s *Server) now() time.Time {
+	if s.o.Now != nil {
+		return s.o.Now()
+	}
+	return time.Now()
+}
+
 func (s *Server) lookup(secret string) *tokenEntry {
 	sum := sha256.Sum256([]byte(secret))
 	var found *tokenEntry
@@ -587,6 +606,9 @@ func (s *Server) classify(r *http.Request, pattern string, err error) *APIError 
 }
 
 func (s *Server) writeError(w http.ResponseWriter, e *APIError) {
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.FormatInt(int64((e.RetryAfter+time.Second-1)/time.Second), 10))
+	}
 	writeJSON(w, e.Status, e)
 }
 

@@ -1,11 +1,19 @@
 package httpapi
 
 import (
+	"cmp"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"sync"
+	"time"
 )
 
 // The web UI's session: POST /v1/login checks a token and puts it in a
@@ -14,12 +22,20 @@ import (
 // is, so that the UI shows only what the role may do (the routes refuse
 // the rest all the same).
 //
-// The cookie holds the token itself (base64url, since a secret may hold
-// bytes a cookie may not): nothing is kept on the server, a restart keeps
-// the sessions, and removing a token from the config ends the sessions
-// made with it. It is HttpOnly (no script reads it), SameSite=Strict (no
-// other site's page makes the browser send it) and Secure when the login
-// came over TLS.
+// The cookie names the token and when the session ends, signed with the
+// token's secret (HMAC-SHA-256 keyed by the secret's hash): it does not
+// hold the secret, so a cookie that leaks (a proxy's log, a backup of a
+// browser profile) gives a session until it ends, not the token. Nothing
+// is kept on the server, so a restart keeps the sessions and every server
+// over the same config accepts them; removing a token from the config, or
+// changing its secret, ends the sessions made with it. It is HttpOnly (no
+// script reads it), SameSite=Strict (no other site's page makes the
+// browser send it) and Secure when the login came over TLS, and it lasts
+// Options.SessionTTL.
+//
+// Failed authentications are counted by client address (guessLimiter):
+// past MaxAuthFailures in a minute, the address is answered 429 until
+// the minute is over, whatever it sends.
 //
 // A cookie is sent by the browser on its own, so a request that changes
 // something and is authenticated by it must show it comes from the UI:
@@ -75,18 +91,134 @@ type caller struct {
 
 type callerKey struct{}
 
-// sessionSecret returns the secret in the request's session cookie, if
-// it has one.
-func sessionSecret(r *http.Request) (string, bool, *APIError) {
+// DefaultSessionTTL is Options.SessionTTL when it is zero.
+const DefaultSessionTTL = 12 * time.Hour
+
+// sessionVersion begins every session cookie's value.
+const sessionVersion = "s1"
+
+// sessionMAC signs a session of token t ending at end (Unix seconds).
+func sessionMAC(t *tokenEntry, end int64) []byte {
+	m := hmac.New(sha256.New, t.hash[:])
+	fmt.Fprintf(m, "jobstage session\x00%s\x00%d", t.name, end)
+	return m.Sum(nil)
+}
+
+// sessionValue is the session cookie's value for token t ending at end:
+// s1.NAME.END.MAC, NAME and MAC in base64url.
+func sessionValue(t *tokenEntry, end int64) string {
+	return sessionVersion + "." + base64.RawURLEncoding.EncodeToString([]byte(t.name)) + "." +
+		strconv.FormatInt(end, 10) + "." + base64.RawURLEncoding.EncodeToString(sessionMAC(t, end))
+}
+
+// session returns the token of the request's session cookie, if it has
+// one; a cookie that is malformed, ended, or not signed by a known
+// token's secret is an error that says to log in again.
+func (s *Server) session(r *http.Request) (*tokenEntry, bool, *APIError) {
 	c, err := r.Cookie(SessionCookie)
 	if err != nil {
-		return "", false, nil
+		return nil, false, nil
 	}
-	b, err := base64.RawURLEncoding.DecodeString(c.Value)
-	if err != nil || len(b) == 0 {
-		return "", false, &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "the session cookie is malformed: log in again"}
+	again := func(why string) (*tokenEntry, bool, *APIError) {
+		return nil, false, &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "the session cookie " + why + ": log in again"}
 	}
-	return string(b), true, nil
+	parts := strings.Split(c.Value, ".")
+	if len(parts) != 4 || parts[0] != sessionVersion {
+		return again("is malformed")
+	}
+	name, err1 := base64.RawURLEncoding.DecodeString(parts[1])
+	end, err2 := strconv.ParseInt(parts[2], 10, 64)
+	mac, err3 := base64.RawURLEncoding.DecodeString(parts[3])
+	if err1 != nil || err2 != nil || err3 != nil {
+		return again("is malformed")
+	}
+	var found *tokenEntry
+	for i := range s.tokens {
+		if s.tokens[i].name == string(name) {
+			found = &s.tokens[i]
+		}
+	}
+	if found == nil || !hmac.Equal(mac, sessionMAC(found, end)) {
+		return again("is not signed by a known token")
+	}
+	if s.now().Unix() >= end {
+		return again("has expired")
+	}
+	return found, true, nil
+}
+
+// MaxAuthFailures is how many failed authentications one client address
+// may make in a minute before it is answered 429.
+const MaxAuthFailures = 20
+
+// maxGuessClients bounds the addresses the limiter remembers: past it,
+// the oldest windows are dropped.
+const maxGuessClients = 10_000
+
+// guessLimiter counts failed authentications by client address, in
+// windows of a minute.
+type guessLimiter struct {
+	now     func() time.Time
+	mu      sync.Mutex
+	clients map[string]*guessWindow
+}
+
+type guessWindow struct {
+	start    time.Time
+	failures int
+}
+
+// clientHost is the address part of r's client (the whole RemoteAddr if
+// it has no port; "" for a Unix socket).
+func clientHost(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// check refuses a client that failed too often in its current window.
+func (g *guessLimiter) check(r *http.Request) *APIError {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	w := g.clients[clientHost(r)]
+	if w == nil || w.failures < MaxAuthFailures {
+		return nil
+	}
+	left := w.start.Add(time.Minute).Sub(g.now())
+	if left <= 0 {
+		return nil
+	}
+	return &APIError{Status: http.StatusTooManyRequests, Code: CodeTooManyRequests, RetryAfter: left,
+		Message: fmt.Sprintf("%d failed authentications from this address within a minute: try again in %v", w.failures, left.Round(time.Second))}
+}
+
+// failed counts a failed authentication of r's client.
+func (g *guessLimiter) failed(r *http.Request) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := g.now()
+	if g.clients == nil {
+		g.clients = map[string]*guessWindow{}
+	}
+	host := clientHost(r)
+	w := g.clients[host]
+	if w == nil || now.Sub(w.start) >= time.Minute || now.Before(w.start) {
+		if len(g.clients) >= maxGuessClients {
+			for h, o := range g.clients {
+				if now.Sub(o.start) >= time.Minute || now.Before(o.start) || len(g.clients) >= maxGuessClients {
+					delete(g.clients, h)
+				}
+				if len(g.clients) < maxGuessClients/2 {
+					break
+				}
+			}
+		}
+		w = &guessWindow{start: now}
+		g.clients[host] = w
+	}
+	w.failures++
 }
 
 // checkSameOrigin refuses a request that changes something, is
@@ -153,14 +285,22 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) error {
 		writeJSON(w, http.StatusOK, Whoami{Role: RoleAdmin, Auth: AuthNone})
 		return nil
 	}
+	if err := s.guesses.check(r); err != nil {
+		return err
+	}
 	found := s.lookup(req.Token)
 	if found == nil {
+		s.guesses.failed(r)
 		return &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "unknown token"}
 	}
+	ttl := cmp.Or(s.o.SessionTTL, DefaultSessionTTL)
+	end := s.now().Add(ttl)
 	http.SetCookie(w, &http.Cookie{
 		Name:     SessionCookie,
-		Value:    base64.RawURLEncoding.EncodeToString([]byte(req.Token)),
+		Value:    sessionValue(found, end.Unix()),
 		Path:     "/",
+		Expires:  end,
+		MaxAge:   int(ttl / time.Second),
 		HttpOnly: true,
 		SameSite: http.SameSiteStrictMode,
 		Secure:   r.TLS != nil,

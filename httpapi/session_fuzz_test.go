@@ -119,7 +119,7 @@ func FuzzSessionCookie(f *testing.F) {
 				if !strings.Contains(rec.Body.String(), `"role":"`+string(roles[strings.TrimSpace(secret)])+`"`) || roles[strings.TrimSpace(secret)] == "" {
 					t.Fatalf("cookie %q auth %q: whoami %s", cookie, auth, rec.Body)
 				}
-			case rec.Code == 200, rec.Code == 401, rec.Code == 303 && path == "/ui/":
+			case rec.Code == 200, rec.Code == 401, rec.Code == 429, rec.Code == 303 && path == "/ui/":
 			default:
 				t.Fatalf("%s cookie %q auth %q: %d %s", path, cookie, auth, rec.Code, rec.Body)
 			}

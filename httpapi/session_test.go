@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -48,8 +51,17 @@ func (e *env) req(method, path, body string, headers ...string) answer {
 	return answer{status: resp.StatusCode, header: resp.Header, body: b}
 }
 
+// sessionCookie is the Cookie header of a session of the test token with
+// this secret, as a login makes it; a secret no token has makes a
+// session of the first token signed with it.
 func sessionCookie(secret string) string {
-	return httpapi.SessionCookie + "=" + base64.RawURLEncoding.EncodeToString([]byte(secret))
+	name := testTokens[0].Name
+	for _, tk := range testTokens {
+		if tk.Secret == secret {
+			name = tk.Name
+		}
+	}
+	return httpapi.SessionCookie + "=" + httpapi.SessionValue(name, secret, time.Now().Add(time.Hour))
 }
 
 func whoamiOf(t *testing.T, a answer) httpapi.Whoami {
@@ -302,7 +314,142 @@ func TestTypeStats(t *testing.T) {
 	wantError(t, e.do("GET", "/v1/types/%ff/stats", "", ""), 400, httpapi.CodeInvalid)
 }
 
+// decodeCookie returns the secret of the test token a session cookie's
+// value names ("" if it names none).
 func decodeCookie(v string) string {
-	b, _ := base64.RawURLEncoding.DecodeString(v)
-	return string(b)
+	parts := strings.Split(v, ".")
+	if len(parts) != 4 {
+		return ""
+	}
+	name, _ := base64.RawURLEncoding.DecodeString(parts[1])
+	for _, tk := range testTokens {
+		if tk.Name == string(name) {
+			return tk.Secret
+		}
+	}
+	return ""
+}
+
+// The session cookie names its token and its end, signed with the token's
+// secret: it holds no secret, and one that was altered, that ended, that
+// an earlier version made (the token itself), or whose token's secret
+// changed since, authenticates nothing.
+func TestSessionCookieSigned(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	e := newEnv(t, httpapi.Options{Tokens: testTokens, Now: clock, SessionTTL: time.Hour})
+	ui := []string{"X-Jobstage-UI", "1", "Content-Type", "application/json"}
+	a := e.req("POST", "/v1/login", `{"token":"producer-secret"}`, ui...)
+	cookies := (&http.Response{Header: a.header}).Cookies()
+	if a.status != 200 || len(cookies) != 1 {
+		t.Fatalf("login: %d %v", a.status, a.header["Set-Cookie"])
+	}
+	c := cookies[0]
+	if strings.Contains(c.Value, "producer-secret") || strings.Contains(c.Value, base64.RawURLEncoding.EncodeToString([]byte("producer-secret"))) {
+		t.Fatalf("the cookie %q holds the token's secret", c.Value)
+	}
+	if c.MaxAge != 3600 || c.Expires.IsZero() {
+		t.Fatalf("cookie lasts MaxAge %d, Expires %v; want an hour", c.MaxAge, c.Expires)
+	}
+	cookie := c.Name + "=" + c.Value
+	if got := whoamiOf(t, e.req("GET", "/v1/whoami", "", "Cookie", cookie)); got.Token != "shop" || got.Role != httpapi.RoleProducer {
+		t.Fatalf("whoami with the cookie: %+v", got)
+	}
+	parts := strings.Split(c.Value, ".")
+	if len(parts) != 4 {
+		t.Fatalf("cookie value %q", c.Value)
+	}
+	forged := func(name, end string) string {
+		return httpapi.SessionCookie + "=" + strings.Join([]string{parts[0], base64.RawURLEncoding.EncodeToString([]byte(name)), end, parts[3]}, ".")
+	}
+	for what, bad := range map[string]string{
+		"another token's name":  forged("ops", parts[2]),
+		"a later end":           forged("shop", fmt.Sprint(now.Add(100*time.Hour).Unix())),
+		"the token itself":      httpapi.SessionCookie + "=" + base64.RawURLEncoding.EncodeToString([]byte("admin-secret")),
+		"signed by another key": sessionCookie("not-a-secret"),
+		"garbage":               httpapi.SessionCookie + "=s1.%%.1.x",
+	} {
+		t.Run(what, func(t *testing.T) {
+			wantError(t, e.req("GET", "/v1/whoami", "", "Cookie", bad), 401, httpapi.CodeUnauthorized, "log in again")
+		})
+	}
+	// An hour later the session has ended.
+	mu.Lock()
+	now = now.Add(time.Hour)
+	mu.Unlock()
+	wantError(t, e.req("GET", "/v1/whoami", "", "Cookie", cookie), 401, httpapi.CodeUnauthorized, "expired")
+
+	// A server whose token "shop" has another secret refuses the
+	// sessions of the old one.
+	rotated := slices.Clone(testTokens)
+	for i := range rotated {
+		if rotated[i].Name == "shop" {
+			rotated[i].Secret = "new-producer-secret"
+		}
+	}
+	f := newEnv(t, httpapi.Options{Tokens: rotated})
+	wantError(t, f.req("GET", "/v1/whoami", "", "Cookie", sessionCookie("producer-secret")), 401, httpapi.CodeUnauthorized, "log in again")
+	if got := whoamiOf(t, f.req("GET", "/v1/whoami", "", "Cookie", sessionCookie("admin-secret"))); got.Token != "ops" {
+		t.Fatalf("another token's session on the rotated server: %+v", got)
+	}
+}
+
+// Past MaxAuthFailures failed authentications in a minute, an address is
+// refused (429 with Retry-After) until the minute is over, even with a
+// good token; another address is served meanwhile.
+func TestAuthFailuresLimited(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	e := newEnv(t, httpapi.Options{Tokens: testTokens, Now: clock})
+	call := func(addr, auth, path, body string) *httptest.ResponseRecorder {
+		method := "GET"
+		var rd io.Reader
+		if body != "" {
+			method, rd = "POST", strings.NewReader(body)
+		}
+		r := httptest.NewRequest(method, "http://jobstage.test"+path, rd)
+		r.RemoteAddr = addr
+		if auth != "" {
+			r.Header.Set("Authorization", "Bearer "+auth)
+		}
+		if body != "" {
+			r.Header.Set("X-Jobstage-UI", "1")
+			r.Header.Set("Content-Type", "application/json")
+		}
+		rec := httptest.NewRecorder()
+		e.srv.ServeHTTP(rec, r)
+		return rec
+	}
+	const attacker, other = "192.0.2.1:1000", "192.0.2.2:1000"
+	for i := range httpapi.MaxAuthFailures {
+		// Bad bearer tokens and bad logins count alike.
+		var rec *httptest.ResponseRecorder
+		if i%2 == 0 {
+			rec = call(attacker, fmt.Sprint("guess-", i), "/v1/whoami", "")
+		} else {
+			rec = call(attacker, "", "/v1/login", fmt.Sprintf(`{"token":"guess-%d"}`, i))
+		}
+		if rec.Code != 401 {
+			t.Fatalf("guess %d: %d %s, want 401", i, rec.Code, rec.Body)
+		}
+	}
+	for _, rec := range []*httptest.ResponseRecorder{
+		call(attacker, "admin-secret", "/v1/whoami", ""),
+		call(attacker, "", "/v1/login", `{"token":"admin-secret"}`),
+	} {
+		if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != "60" || !strings.Contains(rec.Body.String(), "too_many_requests") {
+			t.Fatalf("after %d failures: %d %v %s, want 429 with Retry-After 60", httpapi.MaxAuthFailures, rec.Code, rec.Header(), rec.Body)
+		}
+	}
+	if rec := call(other, "admin-secret", "/v1/whoami", ""); rec.Code != 200 {
+		t.Fatalf("another address: %d %s", rec.Code, rec.Body)
+	}
+	mu.Lock()
+	now = now.Add(time.Minute)
+	mu.Unlock()
+	if rec := call(attacker, "admin-secret", "/v1/whoami", ""); rec.Code != 200 {
+		t.Fatalf("a minute later: %d %s", rec.Code, rec.Body)
+	}
 }

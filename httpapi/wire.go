@@ -258,6 +258,9 @@ type APIError struct {
 	// JobID names the job the error is about where the message alone
 	// would make a client parse it: the existing job of a duplicate.
 	JobID string `json:"job_id,omitempty"`
+	// RetryAfter, on a 429, is how long until the client may try again
+	// (the Retry-After header, in whole seconds).
+	RetryAfter time.Duration `json:"-"`
 }
 
 func (e *APIError) Error() string {
@@ -324,6 +327,7 @@ const (
 	CodeDuplicate        = "duplicate"          // 409: a unique job that refuses duplicates has one (job_id names it)
 	CodeTooLarge         = "too_large"          // 413: the body, or a job's data, is over the limit
 	CodeTooManyTypes     = "too_many_types"     // 422: an event stream of every type, and more types than one follows
+	CodeTooManyRequests  = "too_many_requests"  // 429: too many failed authentications from the client's address
 	CodeNotReady         = "not_ready"          // 503: readyz
 	CodeBusy             = "busy"               // 503: the server serves as many event streams as it may
 	CodeInternal         = "internal"           // 500

@@ -418,6 +418,7 @@ func (s *Server) newAPI(p httpParams) (*httpapi.Server, error) {
 		Metrics:     metricsHandler,
 		MetricsPath: p.Config.Metrics.Path,
 		MaxStreams:  hc.MaxEventStreams,
+		SessionTTL:  hc.SessionTTL,
 		Observe:     p.Metrics.HTTPObserve,
 		OnEnqueue:   p.Metrics.Enqueued,
 		OnAccept:    p.Metrics.Accepted,
