@@ -813,7 +813,12 @@ func (q *Queue) WaitWorkflow(ctx context.Context, id string, timeout time.Durati
 			if w != nil {
 				w.Cancel()
 			}
-			if ctx.Err() != nil && in == nil {
+			if ctx.Err() != nil {
+				// The wait is over (its timeout, or ctx): what the read
+				// found, if it got that far, else a read of its own.
+				if in != nil {
+					return in, nil
+				}
 				return q.GetWorkflow(context.WithoutCancel(ctx), q.db, id)
 			}
 			return nil, err
