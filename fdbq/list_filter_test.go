@@ -12,6 +12,7 @@ import (
 
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/kv"
+	"github.com/jobstage/jobstage/kv/tuple"
 )
 
 // filterTime is the time of j that a listing of its state filters by.
@@ -354,5 +355,76 @@ func TestListFiltersRefused(t *testing.T) {
 	}
 	if err := fdbq.ValidateIDPrefix(""); !errors.Is(err, fdbq.ErrInvalidJob) {
 		t.Errorf("ValidateIDPrefix of nothing: %v", err)
+	}
+}
+
+// TestListFiltersUnreadable: a filtered listing reports the entries whose
+// job it cannot read unless what it can read of them leaves them out: a
+// record that does not decode is left out by its id (in the entry's key)
+// and, pending, by the key in its entry; a running or finished job's key
+// is in its record, so a key filter reports it. A malformed key is
+// reported where the listing reads it.
+func TestListFiltersUnreadable(t *testing.T) {
+	malformed := map[fdbq.State][]byte{
+		fdbq.Pending:  unRoot.MustPack(tuple.Tuple{11, "email", nil}),
+		fdbq.Running:  unRoot.MustPack(tuple.Tuple{5, "email", int64(1)}),
+		fdbq.Finished: unRoot.MustPack(tuple.Tuple{6, "email", int64(2), "id", "extra"}),
+	}
+	for _, state := range []fdbq.State{fdbq.Pending, fdbq.Running, fdbq.Finished} {
+		x := newTrQ(t)
+		for _, j := range []fdbq.NewJob{{ID: "ok1", Key: "k"}, {ID: "bad1", Key: "k"}, {ID: "bad2"}} {
+			if state == fdbq.Pending {
+				j.ScheduledAt = x.c.Now().Add(time.Hour) // in the scheduled index, which a key does not narrow
+			}
+			x.add(j)
+			if state != fdbq.Pending {
+				l := x.acceptOne(j.ID)
+				if state == fdbq.Finished {
+					trMust(t, "finish", x.q.Finish(x.ctx, x.q.DB(), l, nil))
+				}
+			}
+		}
+		unPlant(t, x.q.DB(),
+			unRoot.MustPack(tuple.Tuple{1, "email", "bad1"}), []byte{0x7f},
+			unRoot.MustPack(tuple.Tuple{1, "email", "bad2"}), []byte{0x7f},
+			malformed[state], nil)
+		for _, tc := range []struct {
+			o         fdbq.ListOptions
+			jobs, bad []string // bad: the unreadable entries' ids, "" for the malformed key
+		}{
+			{fdbq.ListOptions{IDPrefix: "bad"}, nil, []string{"", "bad1", "bad2"}},
+			{fdbq.ListOptions{IDPrefix: "ok"}, []string{"ok1"}, []string{""}},
+			{fdbq.ListOptions{Key: "k"}, []string{"ok1"}, map[fdbq.State][]string{
+				fdbq.Pending: {"", "bad1"}, fdbq.Running: {"", "bad1", "bad2"}, fdbq.Finished: {"", "bad1", "bad2"}}[state]},
+		} {
+			o := tc.o
+			o.State, o.Limit = state, 1
+			var jobs, bad []string
+			for pages := 0; ; pages++ {
+				p, err := x.q.List(x.ctx, x.q.DB(), "email", o)
+				if err != nil || pages > 20 {
+					t.Fatalf("%s %+v: %v (page %d)", state, o, err, pages)
+				}
+				if len(p.Jobs)+len(p.Unreadable) > 1 {
+					t.Fatalf("%s %+v: a page of limit 1 holds %d jobs and %d unreadable", state, o, len(p.Jobs), len(p.Unreadable))
+				}
+				for _, j := range p.Jobs {
+					jobs = append(jobs, j.ID)
+				}
+				for _, u := range p.Unreadable {
+					if !errors.Is(u.Err, fdbq.ErrCorrupt) {
+						t.Fatalf("%s %+v: unreadable %+v", state, o, u)
+					}
+					bad = append(bad, u.ID)
+				}
+				if o.Cursor = p.Next; o.Cursor == "" {
+					break
+				}
+			}
+			slices.Sort(bad)
+			if !slices.Equal(jobs, tc.jobs) || !slices.Equal(bad, tc.bad) {
+				t.Errorf("%s %+v: jobs %q and unreadable %q, want %q and %q", state, o, jobs, bad, tc.jobs, tc.bad)
+			}
+		}
 	}
 }
