@@ -35,6 +35,14 @@ func SetMaxZoneScan(n int) func() {
 	return func() { maxZoneScan = was }
 }
 
+// SetListScan sets how many index entries a page of a filtered listing
+// examines, until the returned func puts it back.
+func SetListScan(n int) func() {
+	was := listScan
+	listScan = n
+	return func() { listScan = was }
+}
+
 // LaneOf is the lane of job id's activity entry.
 func LaneOf(id string) int { return laneOf(id) }
 

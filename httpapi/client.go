@@ -87,7 +87,8 @@ func (c *Client) Get(ctx context.Context, typ, id string) (*Job, error) {
 	return &out, nil
 }
 
-// List returns a page of the type's jobs in a state.
+// List returns a page of the type's jobs in a state, filtered by o's
+// filters: a filtered page may be short, or empty, with Next set.
 func (c *Client) List(ctx context.Context, typ string, o ListOptions) (*Page, error) {
 	q := url.Values{}
 	if o.State != "" {
@@ -98,6 +99,18 @@ func (c *Client) List(ctx context.Context, typ string, o ListOptions) (*Page, er
 	}
 	if o.Cursor != "" {
 		q.Set("cursor", o.Cursor)
+	}
+	if o.Key != "" {
+		q.Set("key", o.Key)
+	}
+	if o.IDPrefix != "" {
+		q.Set("id_prefix", o.IDPrefix)
+	}
+	if !o.Since.IsZero() {
+		q.Set("since", o.Since.Format(time.RFC3339Nano))
+	}
+	if !o.Until.IsZero() {
+		q.Set("until", o.Until.Format(time.RFC3339Nano))
 	}
 	var out Page
 	if err := c.do(ctx, http.MethodGet, typePath(typ)+"/jobs", q, nil, &out); err != nil {

@@ -7,7 +7,8 @@
 // # Routes
 //
 //	POST   /v1/types/{type}/jobs                  enqueue one job (object) or a batch (array, one transaction) → 201
-//	GET    /v1/types/{type}/jobs?state=&limit=&cursor=   a page of jobs (state default pending)
+//	GET    /v1/types/{type}/jobs?state=&limit=&cursor=   a page of jobs (state default pending), filtered by
+//	       &key=&id_prefix=&since=&until=         key, id prefix, the state's time (fdbq.ListOptions)
 //	GET    /v1/types/{type}/jobs/{id}             a job
 //	DELETE /v1/types/{type}/jobs/{id}             remove a job → 204
 //	POST   /v1/types/{type}/jobs/{id}/cancel      cancel → the job

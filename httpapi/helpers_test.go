@@ -77,7 +77,12 @@ type openAPIDoc struct {
 }
 
 type openAPIOp struct {
-	Responses   map[string]yaml.Node `yaml:"responses"`
+	Responses  map[string]yaml.Node `yaml:"responses"`
+	Parameters []struct {
+		Name    string `yaml:"name"`
+		In      string `yaml:"in"`
+		Example string `yaml:"example"`
+	} `yaml:"parameters"`
 	RequestBody *struct {
 		Content map[string]struct {
 			Example  yaml.Node `yaml:"example"`

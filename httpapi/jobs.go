@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -106,20 +107,22 @@ func (s *Server) jobNotFound(r *http.Request, typ string, err error) error {
 	return err
 }
 
-// list: GET /v1/types/{type}/jobs?state=&limit=&cursor=. An unregistered
-// type is a 404, not an empty page, so a typo in the type is noticed; a
-// type whose settings cannot be read is registered, and its jobs listed.
-// The entries whose job cannot be read are in the page's unreadable.
+// list: GET /v1/types/{type}/jobs?state=&limit=&cursor=&key=&id_prefix=&since=&until=.
+// An unregistered type is a 404, not an empty page, so a typo in the type
+// is noticed; a type whose settings cannot be read is registered, and its
+// jobs listed. The entries whose job cannot be read are in the page's
+// unreadable. The filters are fdbq.ListOptions': a filtered page may be
+// short, or empty, with next set.
 func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
 	typ, err := pathType(r)
 	if err != nil {
 		return err
 	}
 	q := r.URL.Query()
-	if err := onlyParams(q, "state", "limit", "cursor"); err != nil {
+	if err := onlyParams(q, "state", "limit", "cursor", "key", "id_prefix", "since", "until"); err != nil {
 		return err
 	}
-	o := fdbq.ListOptions{State: fdbq.Pending, Cursor: q.Get("cursor")}
+	o := fdbq.ListOptions{State: fdbq.Pending, Cursor: q.Get("cursor"), Key: q.Get("key"), IDPrefix: q.Get("id_prefix")}
 	if v := q.Get("state"); v != "" {
 		st, err := parseState("state", v)
 		if err != nil {
@@ -133,6 +136,25 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
 			return invalid("limit: %q must be an integer from 1 to 1000", v)
 		}
 		o.Limit = n
+	}
+	if o.Key != "" {
+		if err := fdbq.ValidateKey(o.Key); err != nil {
+			return nameInvalid("key", err)
+		}
+	}
+	if o.IDPrefix != "" {
+		if err := fdbq.ValidateIDPrefix(o.IDPrefix); err != nil {
+			return nameInvalid("id_prefix", err)
+		}
+	}
+	if o.Since, err = parseTime("since", q.Get("since")); err != nil {
+		return err
+	}
+	if o.Until, err = parseTime("until", q.Get("until")); err != nil {
+		return err
+	}
+	if !o.Since.IsZero() && !o.Until.IsZero() && o.Since.After(o.Until) {
+		return invalid("since %s is after until %s", q.Get("since"), q.Get("until"))
 	}
 	page, err := kv.ReadTransact(r.Context(), s.db, func(tx kv.ReadTx) (*fdbq.Page, error) {
 		if _, err := s.q.GetType(r.Context(), tx, typ); err != nil && !errors.Is(err, fdbq.ErrCorrupt) {
@@ -280,6 +302,23 @@ func nameInvalid(field string, err error) *APIError {
 		msg = field + ": " + msg
 	}
 	return invalid("%s", msg)
+}
+
+// parseTime reads a query parameter's RFC 3339 time; "" is the zero
+// time (no bound).
+func parseTime(field, v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		hint := ""
+		if strings.Contains(v, " ") {
+			hint = " (a '+' in a URL's query is a space: write it %2B, or give the time in UTC with Z)"
+		}
+		return time.Time{}, invalid("%s: %q is not an RFC 3339 time such as 2030-01-02T15:04:05Z%s", field, v, hint)
+	}
+	return t, nil
 }
 
 func parseState(field, v string) (fdbq.State, error) {

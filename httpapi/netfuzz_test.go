@@ -165,7 +165,14 @@ var (
 		"%e2%98%83", "é", "a%0d%0ab", strings.Repeat("x", 300), "%", "%zz", "a?b", "a#b", "{type}"}
 	fuzzQueries = []string{"", "", "?timeout=0s", "?timeout=10ms", "?timeout=-1s", "?timeout=9999h", "?timeout=x",
 		"?state=running&timeout=0s", "?state=nope&timeout=0s", "?limit=0", "?limit=1001", "?limit=5&state=finished",
-		"?cursor=%ff", "?cursor=zzz", "?a=b&timeout=0s", "?%zz", "?timeout=1ms&timeout=2ms", "?state="}
+		"?cursor=%ff", "?cursor=zzz", "?a=b&timeout=0s", "?%zz", "?timeout=1ms&timeout=2ms", "?state=",
+		// The list route's filters, good and bad.
+		"?key=k1", "?key=%00", "?key=%ff%fe", "?id_prefix=j", "?id_prefix=%ff&state=running", "?id_prefix=r&state=running&limit=1",
+		"?since=2020-01-01T00:00:00Z&until=2100-01-01T00:00:00Z&state=finished", "?since=2030-01-01T00:00:00Z&until=2020-01-01T00:00:00Z",
+		"?since=x", "?until=2030-01-02T15:04:05+02:00", "?until=2030-01-02T15:04:05%2B02:00&state=running", "?since=0000-01-01T00:00:00Z",
+		"?until=9999-12-31T23:59:59.999999999-23:59", "?since=2030-02-30T00:00:00Z", "?key=k&id_prefix=j&limit=1&cursor=AAAA.BBBB",
+		"?cursor=.&key=", "?cursor=..&since=2020-01-01T00:00:00Z", "?key=" + strings.Repeat("k", 129), "?id_prefix=" + strings.Repeat("%e2%98%83", 90),
+		"?state=pending&key=&id_prefix=&since=&until="}
 	fuzzBodies = []string{``, `{}`, `[]`, `null`, `{"id":"j","data":{"a":1}}`, `[{"data":1},{"id":"b"}]`,
 		`{"max":2,"wait":"0s"}`, `{"max":0}`, `{"max":"1"}`, `{"lock":"x","progress":1}`, `{"lock":"x","result":{}}`,
 		`{"lock":"x","error":"e"}`, `{"retention":"1h","paused":true}`, `{"retry":{"max_attempts":0}}`,

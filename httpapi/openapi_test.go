@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"reflect"
 	"sort"
 	"strings"
@@ -115,6 +116,31 @@ func TestOpenAPIExamples(t *testing.T) {
 	}
 	if checked < 7 {
 		t.Errorf("only %d examples checked", checked)
+	}
+}
+
+// TestOpenAPIListParameters: the list route's query parameters are the
+// ones openapi.yaml describes, and each, with its example, is taken.
+func TestOpenAPIListParameters(t *testing.T) {
+	e := newEnv(t, httpapi.Options{})
+	doc, err := loadOpenAPI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range doc.Paths["/v1/types/{type}/jobs"]["get"].Parameters {
+		if p.In != "query" {
+			continue
+		}
+		names = append(names, p.Name)
+		a := e.do("GET", "/v1/types/email/jobs?"+url.Values{p.Name: {p.Example}}.Encode(), "", "")
+		if a.status != http.StatusOK {
+			t.Errorf("%s=%q, the example openapi.yaml gives: %d %s", p.Name, p.Example, a.status, a.body)
+		}
+	}
+	sort.Strings(names)
+	if want := []string{"cursor", "id_prefix", "key", "limit", "since", "state", "until"}; !reflect.DeepEqual(names, want) {
+		t.Errorf("openapi.yaml describes the list route's query parameters %v; it takes %v", names, want)
 	}
 }
 

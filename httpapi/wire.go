@@ -209,11 +209,20 @@ type Unreadable struct {
 }
 
 // ListOptions select a page of jobs: State (default pending), Limit
-// (default 100, at most 1000) and the Cursor of the previous Page.
+// (default 100, at most 1000) and the Cursor of the previous Page, and
+// filter it (fdbq.ListOptions says exactly how): Key, the jobs' fairness
+// key; IDPrefix, how their ids begin; Since and Until (zero: no bound),
+// Since <= t < Until of the state's time t (pending: scheduled_at,
+// running: started_at, finished: finished_at). A filtered page may be
+// short, or empty, with Next set; a cursor goes with the filters it was
+// made with.
 type ListOptions struct {
-	State  fdbq.State
-	Limit  int
-	Cursor string
+	State        fdbq.State
+	Limit        int
+	Cursor       string
+	Key          string
+	IDPrefix     string
+	Since, Until time.Time
 }
 
 // AcceptRequest is the body of POST /v1/types/{type}/accept: take up to

@@ -12,7 +12,7 @@
 // The page is one document with views chosen by the URL's fragment:
 //
 //	#/                         the types: counts, paused, oldest due job; pause and resume
-//	#/types/{type}?state=…     a type's jobs by state, a page at a time; enqueue
+//	#/types/{type}?state=…     a type's jobs by state, a page at a time, filtered (key, id_prefix, since, until); enqueue
 //	#/types/{type}/jobs/{id}   a job: data, result, error, progress, times, workflow; cancel, requeue, delete
 //	#/schedules                the periodic schedules
 //	#/workflows/{id}           a workflow and its jobs

@@ -416,14 +416,24 @@ func (c *cli) list(args []string) error {
 	fs, cf := c.clientFlagSet("list", "TYPE")
 	state := fs.String("state", "pending", "pending, running or finished")
 	limit := fs.Int("limit", 100, "jobs per page (at most 1000)")
-	cursor := fs.String("cursor", "", "the next-page cursor a previous list printed")
+	cursor := fs.String("cursor", "", "the next-page cursor a previous list printed (with the same filters)")
 	all := fs.Bool("all", false, "follow the pages to the end")
+	key := fs.String("key", "", "only the jobs of this fairness key")
+	idPrefix := fs.String("id-prefix", "", "only the jobs whose id begins with this")
+	since := fs.String("since", "", "only the jobs whose time in the state (pending: scheduled, running: started, finished: finished) is at or after this: RFC 3339 (2026-01-02T15:04:05Z), or how long ago (1h)")
+	until := fs.String("until", "", "only the jobs whose time in the state is before this: RFC 3339, or how long ago (10m)")
 	pos, err := parse(fs, args, 1, 1)
 	if err != nil {
 		return err
 	}
 	cl := cf.client()
-	o := httpapi.ListOptions{State: fdbq.State(*state), Limit: *limit, Cursor: *cursor}
+	o := httpapi.ListOptions{State: fdbq.State(*state), Limit: *limit, Cursor: *cursor, Key: *key, IDPrefix: *idPrefix}
+	if o.Since, err = parseAgo("since", *since); err != nil {
+		return err
+	}
+	if o.Until, err = parseAgo("until", *until); err != nil {
+		return err
+	}
 	jobs := []*httpapi.Job{}
 	var bad []httpapi.Unreadable
 	next := ""
@@ -453,9 +463,63 @@ func (c *cli) list(args []string) error {
 	}
 	c.printUnreadable(pos[0], bad)
 	if next != "" {
-		fmt.Fprintf(c.stderr, "more: jobstage list %s --state %s --cursor %s\n", pos[0], *state, next)
+		// The filters as given (a time as the instant it was), which the
+		// cursor goes with.
+		more := []string{"jobstage", "list", pos[0], "--state", *state}
+		for _, f := range []struct{ flag, v string }{{"--key", o.Key}, {"--id-prefix", o.IDPrefix}} {
+			if f.v != "" {
+				more = append(more, f.flag, f.v)
+			}
+		}
+		for _, f := range []struct {
+			flag string
+			t    time.Time
+		}{{"--since", o.Since}, {"--until", o.Until}} {
+			if !f.t.IsZero() {
+				more = append(more, f.flag, f.t.UTC().Format(time.RFC3339Nano))
+			}
+		}
+		more = append(more, "--cursor", next)
+		for i, w := range more {
+			more[i] = shellQuote(w)
+		}
+		fmt.Fprintf(c.stderr, "more: %s\n", strings.Join(more, " "))
 	}
 	return nil
+}
+
+// parseAgo reads a time flag of list: RFC 3339, or a duration before
+// now; "" is no time.
+func parseAgo(flag, s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			return time.Time{}, usagef("--%s %q: a duration says how long ago, and is not negative", flag, s)
+		}
+		return time.Now().Add(-d), nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, usagef("--%s %q: want RFC 3339 (2026-01-02T15:04:05Z) or how long ago (1h)", flag, s)
+	}
+	return t, nil
+}
+
+// shellQuote quotes s for a POSIX shell, when it needs it.
+func shellQuote(s string) string {
+	plain := s != ""
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=@%+,", r)) {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // printUnreadable tells on stderr which entries of a listing name a job

@@ -5,7 +5,7 @@
 //	jobstage enqueue TYPE [DATA]               add a job (DATA is JSON; - reads stdin)
 //	jobstage enqueue TYPE --file jobs.jsonl    add many, one JSON job per line
 //	jobstage get TYPE ID                       show a job
-//	jobstage list TYPE [--state S]             list jobs
+//	jobstage list TYPE [--state S] [--key K]   list jobs (--id-prefix, --since, --until filter them)
 //	jobstage wait TYPE ID                      wait until a job finishes
 //	jobstage cancel|requeue|delete TYPE ID     change a job
 //	jobstage types                             list job types with their counts
@@ -52,7 +52,8 @@ commands:
   serve --config FILE        run jobstage from a config file
   enqueue TYPE [DATA|-]      add a job; --file FILE adds one job per JSON line
   get TYPE ID                show a job
-  list TYPE                  list jobs (--state, --limit, --cursor, --all)
+  list TYPE                  list jobs (--state, --limit, --cursor, --all; filters:
+                             --key, --id-prefix, --since, --until)
   wait TYPE ID               wait until a job is finished (--timeout)
   cancel TYPE ID             cancel a pending or running job
   requeue TYPE ID            run a failed or canceled job again

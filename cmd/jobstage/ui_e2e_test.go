@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -209,6 +210,26 @@ func gone(sel string) chromedp.Action[chromedp.Void] {
 	return chromedp.WaitNotPresent(chromedp.CSS(sel))
 }
 
+// setLocalTime sets the datetime-local input sel to now plus d (d 0:
+// empty), as the browser's local time, and reports the change as a
+// person's input does.
+func setLocalTime(sel string, d time.Duration) chromedp.Action[chromedp.Void] {
+	return chromedp.Action[chromedp.Void](func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		_, err := chromedp.Evaluate[json.RawMessage](fmt.Sprintf(`(() => {
+			const el = document.querySelector(%q);
+			let v = '';
+			if (%d !== 0) {
+				const d = new Date(Date.now() + %d);
+				v = new Date(d.getTime() - d.getTimezoneOffset() * 60000).toISOString().slice(0, 19);
+			}
+			el.value = v;
+			el.dispatchEvent(new Event('change'));
+			return el.value;
+		})()`, sel, d.Milliseconds(), d.Milliseconds()))(ctx, t)
+		return chromedp.Void{}, err
+	})
+}
+
 func click(sel string) chromedp.Action[chromedp.Void] {
 	return chromedp.Click(chromedp.CSS(sel))
 }
@@ -308,11 +329,30 @@ func TestUIAdmin(t *testing.T) {
 	if n := e.count("tr.job-row"); n != 3 {
 		t.Fatalf("%d pending rows, want 3", n)
 	}
+	// Thirty jobs without a key come first in the list (their zone sorts
+	// first), so p1–p3 are past the first page of 25: the filters find
+	// them because the server applies them.
+	bulk := make([]httpapi.NewJob, 30)
+	for i := range bulk {
+		bulk[i] = httpapi.NewJob{ID: fmt.Sprintf("bulk-%02d", i)}
+	}
+	if _, err := e.admin.EnqueueBatch(ctx, "email", bulk); err != nil {
+		t.Fatal(err)
+	}
+	e.do("the first page, bulk jobs", e.goTo("#/types/email?state=pending"), visible(`tr.job-row[data-id="bulk-00"]`), gone(`tr.job-row[data-id="p1"]`), visible("#next-page"))
+	if n := e.count("tr.job-row"); n != 25 {
+		t.Fatalf("%d rows on the first page, want 25", n)
+	}
 	e.do("filter by id prefix",
 		chromedp.SendKeys(chromedp.CSS("#filter-id"), "p2"+kb.Enter),
-		gone(`tr.job-row[data-id="p1"]`), visible(`tr.job-row[data-id="p2"]`))
+		gone(`tr.job-row[data-id="bulk-00"]`), visible(`tr.job-row[data-id="p2"]`), gone("#next-page"))
 	if n := e.count("tr.job-row"); n != 1 {
 		t.Fatalf("%d rows for id prefix p2", n)
+	}
+	var hash string
+	e.eval(`location.hash`, &hash)
+	if !strings.Contains(hash, "id_prefix=p2") {
+		t.Fatalf("the filtered view's address %q", hash)
 	}
 	e.do("filter by key",
 		e.goTo("#/types/email?state=pending&key=tenant-a"),
@@ -320,9 +360,63 @@ func TestUIAdmin(t *testing.T) {
 	if n := e.count("tr.job-row"); n != 2 {
 		t.Fatalf("%d rows for key tenant-a", n)
 	}
+	var shown string
+	e.eval(`document.getElementById('filter-key').value`, &shown)
+	if shown != "tenant-a" {
+		t.Fatalf("the key filter shows %q", shown)
+	}
+	e.do("filter by key and id prefix",
+		chromedp.SendKeys(chromedp.CSS("#filter-id"), "p3"+kb.Enter),
+		gone(`tr.job-row[data-id="p1"]`), visible(`tr.job-row[data-id="p3"]`))
+	if n := e.count("tr.job-row"); n != 1 {
+		t.Fatalf("%d rows for key tenant-a and id prefix p3", n)
+	}
+	e.do("a key and id prefix no job has", chromedp.SendKeys(chromedp.CSS("#filter-id"), "x"+kb.Enter), visible("tr.empty"))
+	if got := e.text("tr.empty"); got != "No pending job matches the filters." {
+		t.Fatalf("an empty filtered list says %q", got)
+	}
+	// The filters stay with the pages: the next page of id prefix bulk
+	// lists the rest of them, still filtered.
+	rowIDs := `[...document.querySelectorAll('tr.job-row')].map((r) => r.dataset.id)`
+	allBulk := func(n int) chromedp.Action[chromedp.Void] {
+		return when(fmt.Sprintf(`(() => { const ids = %s; return ids.length === %d && ids.every((id) => id.startsWith('bulk-')); })()`, rowIDs, n))
+	}
+	e.do("pages of a filter",
+		click("#clear-filters"), gone("#clear-filters"),
+		chromedp.SendKeys(chromedp.CSS("#filter-id"), "bulk"+kb.Enter),
+		visible("#clear-filters"), allBulk(25), visible("#next-page"))
+	var first, second []string
+	e.eval(rowIDs, &first)
+	e.do("the next page of a filter", click("#next-page"), visible("#first-page"), allBulk(5), gone("#next-page"))
+	e.eval(rowIDs, &second)
+	listed := append(first, second...)
+	slices.Sort(listed)
+	if len(slices.Compact(listed)) != 30 {
+		t.Fatalf("the pages of id prefix bulk: %v then %v", first, second)
+	}
+	e.eval(`document.getElementById('filter-id').value`, &shown)
+	if shown != "bulk" {
+		t.Fatalf("the id prefix filter shows %q on the second page", shown)
+	}
+	e.do("clear filters", click("#clear-filters"), gone("#clear-filters"), allBulk(25))
+
 	e.do("running", click(`a.tab[data-state="running"]`), visible(`tr.job-row[data-id="r1"]`))
 	e.do("finished", click(`a.tab[data-state="finished"]`), visible(`tr.job-row[data-id="f1"][data-outcome="failed"]`), visible(`tr.job-row[data-id="s1"][data-outcome="succeeded"]`))
+	// Finished until a day ago: none; since an hour ago: both.
+	e.do("finished until a day ago", setLocalTime("#filter-until", -24*time.Hour), visible("tr.empty"), gone(`tr.job-row[data-id="f1"]`))
+	e.eval(`location.hash`, &hash)
+	if !strings.Contains(hash, "until=") || !strings.Contains(hash, "Z") {
+		t.Fatalf("the address with until %q", hash)
+	}
+	e.do("finished since an hour ago",
+		setLocalTime("#filter-since", -time.Hour), setLocalTime("#filter-until", 0),
+		visible(`tr.job-row[data-id="f1"]`), visible(`tr.job-row[data-id="s1"]`))
+	e.eval(`location.hash`, &hash)
+	if !strings.Contains(hash, "since=") || strings.Contains(hash, "until=") {
+		t.Fatalf("the address with since %q", hash)
+	}
 	e.screenshot("ui-jobs.png")
+	e.do("unfiltered", click("#clear-filters"), gone("#clear-filters"), visible(`tr.job-row[data-id="f1"]`))
 
 	// A failed job: its error, then retry, cancel, requeue, delete.
 	e.do("failed job", click(`tr.job-row[data-id="f1"] a`), visible("#job-error"), visible("#requeue"))
@@ -363,9 +457,10 @@ func TestUIAdmin(t *testing.T) {
 		t.Fatalf("progress shown %q", got)
 	}
 
-	// Enqueue: the data goes as written, every digit kept.
+	// Enqueue: the data goes as written, every digit kept. (The list is
+	// filtered by the new job's key: the bulk jobs fill the first page.)
 	e.do("enqueue",
-		e.goTo("#/types/email?state=pending"),
+		e.goTo("#/types/email?state=pending&key=tenant-c"),
 		visible("#enqueue-form"),
 		chromedp.SetValue(chromedp.CSS("#enqueue-data"), `{"to":"new@example.com","n":12345678901234567890}`),
 		chromedp.SendKeys(chromedp.CSS("#enqueue-id"), "ui-1"),

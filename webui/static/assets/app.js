@@ -182,26 +182,61 @@ function overview() {
   };
 }
 
+// The filters of a type's job list, as the fragment's query holds them
+// and the list route takes them: key, id_prefix, and since and until in
+// RFC 3339 (UTC).
+const filterNames = ['key', 'id_prefix', 'since', 'until'];
+
+// localInput is an RFC 3339 time as a datetime-local input shows it
+// (the browser's local time); '' for none or one that does not parse.
+function localInput(iso) {
+  const d = new Date(iso || '');
+  if (!iso || Number.isNaN(d.getTime())) return '';
+  const l = new Date(d.getTime() - d.getTimezoneOffset() * 60000);
+  return l.toISOString().slice(0, d.getSeconds() || d.getMilliseconds() ? 19 : 16);
+}
+
+// utcOf is a datetime-local input's value (local time) in RFC 3339, UTC;
+// '' for none.
+function utcOf(local) {
+  const d = new Date(local);
+  return local && !Number.isNaN(d.getTime()) ? d.toISOString() : '';
+}
+
 function typeJobs(type, q) {
   const state = ['pending', 'running', 'finished'].includes(q.get('state')) ? q.get('state') : 'pending';
   const cursor = q.get('cursor') || '';
   const limit = ['25', '100', '500'].includes(q.get('limit')) ? q.get('limit') : '25';
-  const idFilter = h('input', { id: 'filter-id', type: 'search', placeholder: 'id prefix', value: q.get('id') || '' });
-  const keyFilter = h('input', { id: 'filter-key', type: 'search', placeholder: 'key', value: q.get('key') || '' });
+  const filters = {};
+  for (const n of filterNames) if (q.get(n)) filters[n] = q.get(n);
+  const filtered = Object.keys(filters).length > 0;
+  // when: the time of the state that since and until bound, and the
+  // column that shows it.
+  const when = { pending: ['Scheduled', 'scheduled_at'], running: ['Started', 'started_at'], finished: ['Finished', 'finished_at'] }[state];
+  const idFilter = h('input', { id: 'filter-id', type: 'search', placeholder: 'id prefix', value: filters.id_prefix || '' });
+  const keyFilter = h('input', { id: 'filter-key', type: 'search', placeholder: 'key', value: filters.key || '' });
+  const sinceFilter = h('input', { id: 'filter-since', type: 'datetime-local', step: '1', value: localInput(filters.since) });
+  const untilFilter = h('input', { id: 'filter-until', type: 'datetime-local', step: '1', value: localInput(filters.until) });
   const head = h('div', { class: 'type-head' });
   const table = h('table', { id: 'jobs-table', class: 'grid' });
   const pager = h('div', { class: 'pager' });
   const unreadable = h('div', { id: 'unreadable' });
 
+  // A change of a filter lists from the first page: a cursor goes with
+  // the filters it was made with.
   const applyFilters = () => {
     const nq = { state, limit };
-    if (cursor) nq.cursor = cursor;
-    if (idFilter.value) nq.id = idFilter.value;
+    if (idFilter.value) nq.id_prefix = idFilter.value;
     if (keyFilter.value) nq.key = keyFilter.value;
+    // A time the input shows as it was keeps what the input cannot
+    // show (milliseconds).
+    for (const [n, input] of [['since', sinceFilter], ['until', untilFilter]]) {
+      const v = input.value === localInput(filters[n]) ? filters[n] : utcOf(input.value);
+      if (v) nq[n] = v;
+    }
     location.hash = hrefType(type, nq);
   };
-  idFilter.addEventListener('change', applyFilters);
-  keyFilter.addEventListener('change', applyFilters);
+  for (const input of [idFilter, keyFilter, sinceFilter, untilFilter]) input.addEventListener('change', applyFilters);
   const openId = h('input', { id: 'open-id', placeholder: 'job id' });
   const openForm = h('form', { class: 'inline', onsubmit: (e) => {
     e.preventDefault();
@@ -212,11 +247,15 @@ function typeJobs(type, q) {
     h('p', { class: 'crumbs' }, h('a', { href: '#/' }, 'Types'), ' / ', type),
     head,
     h('nav', { class: 'tabs' }, ['pending', 'running', 'finished'].map((s) =>
-      h('a', { href: hrefType(type, { state: s, limit }), class: s === state ? 'tab current' : 'tab', dataset: { state: s } }, s))),
+      h('a', { href: hrefType(type, { state: s, limit, ...filters }), class: s === state ? 'tab current' : 'tab', dataset: { state: s } }, s))),
+    h('div', { class: 'filters', id: 'filters' },
+      h('label', {}, 'Filter: ', idFilter, ' ', keyFilter),
+      h('label', {}, `${when[0]} from `, sinceFilter),
+      h('label', {}, 'until ', untilFilter),
+      filtered ? h('a', { id: 'clear-filters', href: hrefType(type, { state, limit }) }, 'Clear filters') : null),
     h('div', { class: 'filters' },
-      h('label', {}, 'Filter this page: ', idFilter, ' ', keyFilter),
       h('label', {}, 'Per page ', h('select', { id: 'limit', onchange: (e) => {
-        location.hash = hrefType(type, { state, limit: e.target.value });
+        location.hash = hrefType(type, { state, limit: e.target.value, ...filters });
       } }, ['25', '100', '500'].map((n) => h('option', { value: n, selected: n === limit }, n)))),
       openForm),
     table, unreadable, pager,
@@ -226,7 +265,7 @@ function typeJobs(type, q) {
     types: [type],
     wants: (ev) => ev.type === type,
     async refresh(fresh) {
-      const o = { state, limit };
+      const o = { state, limit, ...filters };
       if (cursor) o.cursor = cursor;
       const [page, types] = await Promise.all([
         api('GET', paths.jobs(type, o)),
@@ -235,9 +274,12 @@ function typeJobs(type, q) {
       if (!fresh()) return;
       const info = types.types.find((t) => t.name === type);
       renderTypeHead(head, type, info);
-      const idp = idFilter.value, key = keyFilter.value;
-      const jobs = page.jobs.filter((j) => (!idp || j.id.startsWith(idp)) && (!key || j.key === key));
-      const when = { pending: ['Scheduled', 'scheduled_at'], running: ['Started', 'started_at'], finished: ['Finished', 'finished_at'] }[state];
+      const jobs = page.jobs;
+      // A filtered page reads a bounded part of the list: it may be
+      // short, or empty, with a next page.
+      const none = !filtered ? `No ${state} job.`
+        : page.next ? 'No job on this page matches the filters; the next pages may have some.'
+          : `No ${state} job ${cursor ? 'on this page ' : ''}matches the filters.`;
       clear(table,
         h('thead', {}, h('tr', {}, ['ID', 'State', 'Attempts', 'Key', 'Priority', when[0], 'Error'].map((c) => h('th', {}, c)))),
         h('tbody', {}, jobs.length ? jobs.map((j) => h('tr', { class: 'job-row', dataset: { id: j.id, state: j.state, outcome: j.outcome || '' } },
@@ -248,14 +290,12 @@ function typeJobs(type, q) {
           h('td', { class: 'num' }, j.priority),
           h('td', {}, time(j[when[1]])),
           h('td', { class: 'error' }, (j.error || '').slice(0, 120)),
-        )) : h('tr', { class: 'empty' }, h('td', { colspan: 7 }, page.jobs.length ? 'No job on this page matches the filter.' : `No ${state} job.`))));
+        )) : h('tr', { class: 'empty' }, h('td', { colspan: 7 }, none))));
       clear(unreadable, (page.unreadable || []).length ? [
         h('h3', {}, 'Entries that cannot be read'),
         h('ul', {}, page.unreadable.map((u) => h('li', {}, u.id ? `${u.id}: ` : '', u.error, ' ', h('code', {}, u.key)))),
       ] : null);
-      const nq = { state, limit };
-      if (idp) nq.id = idp;
-      if (key) nq.key = key;
+      const nq = { state, limit, ...filters };
       clear(pager,
         cursor ? h('a', { href: hrefType(type, nq), id: 'first-page' }, '« First page') : null,
         page.next ? h('a', { href: hrefType(type, { ...nq, cursor: page.next }), id: 'next-page' }, 'Next page »') : null);
