@@ -92,7 +92,7 @@ func (e *uiEnv) seed() {
 		if _, err := e.admin.Enqueue(ctx, "email", httpapi.NewJob{ID: id, Data: json.RawMessage(data)}); err != nil {
 			t.Fatal(err)
 		}
-		ls, err := e.worker.Accept(ctx, "email", httpapi.AcceptRequest{Max: 1})
+		ls, err := e.worker.Accept(ctx, "email", httpapi.AcceptRequest{Max: 1, Holder: "mailer-7"})
 		if err != nil || len(ls) != 1 || ls[0].ID != id {
 			t.Fatalf("accept %s: %v %v", id, err, ls)
 		}
@@ -401,6 +401,9 @@ func TestUIAdmin(t *testing.T) {
 	e.do("clear filters", click("#clear-filters"), gone("#clear-filters"), allBulk(25))
 
 	e.do("running", click(`a.tab[data-state="running"]`), visible(`tr.job-row[data-id="r1"]`))
+	if got := e.text(`tr.job-row[data-id="r1"] td.holder`); got != "mailer-7" {
+		t.Fatalf("running job r1 held by %q in the list, want mailer-7", got)
+	}
 	e.do("finished", click(`a.tab[data-state="finished"]`), visible(`tr.job-row[data-id="f1"][data-outcome="failed"]`), visible(`tr.job-row[data-id="s1"][data-outcome="succeeded"]`))
 	// Finished until a day ago: none; since an hour ago: both.
 	e.do("finished until a day ago", setLocalTime("#filter-until", -24*time.Hour), visible("tr.empty"), gone(`tr.job-row[data-id="f1"]`))
@@ -455,6 +458,9 @@ func TestUIAdmin(t *testing.T) {
 	e.do("running job", e.goTo("#/types/email/jobs/r1"), visible("#job-progress"), visible("#cancel"))
 	if got := e.text("#job-progress"); !strings.Contains(got, `"sent": 40`) {
 		t.Fatalf("progress shown %q", got)
+	}
+	if got := e.text(`dd[data-field="holder"]`); got != "mailer-7" {
+		t.Fatalf("running job r1 held by %q on its page, want mailer-7", got)
 	}
 
 	// Enqueue: the data goes as written, every digit kept. (The list is

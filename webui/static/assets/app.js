@@ -280,8 +280,10 @@ function typeJobs(type, q) {
       const none = !filtered ? `No ${state} job.`
         : page.next ? 'No job on this page matches the filters; the next pages may have some.'
           : `No ${state} job ${cursor ? 'on this page ' : ''}matches the filters.`;
+      const held = state === 'running';
+      const cols = ['ID', 'State', 'Attempts', 'Key', 'Priority', when[0], ...(held ? ['Held by'] : []), 'Error'];
       clear(table,
-        h('thead', {}, h('tr', {}, ['ID', 'State', 'Attempts', 'Key', 'Priority', when[0], 'Error'].map((c) => h('th', {}, c)))),
+        h('thead', {}, h('tr', {}, cols.map((c) => h('th', {}, c)))),
         h('tbody', {}, jobs.length ? jobs.map((j) => h('tr', { class: 'job-row', dataset: { id: j.id, state: j.state, outcome: j.outcome || '' } },
           h('td', {}, h('a', { href: hrefJob(type, j.id) }, j.id)),
           h('td', {}, stateBadge(j)),
@@ -289,8 +291,9 @@ function typeJobs(type, q) {
           h('td', {}, j.key || ''),
           h('td', { class: 'num' }, j.priority),
           h('td', {}, time(j[when[1]])),
+          held ? h('td', { class: 'holder' }, j.holder || '') : null,
           h('td', { class: 'error' }, (j.error || '').slice(0, 120)),
-        )) : h('tr', { class: 'empty' }, h('td', { colspan: 7 }, none))));
+        )) : h('tr', { class: 'empty' }, h('td', { colspan: cols.length }, none))));
       clear(unreadable, (page.unreadable || []).length ? [
         h('h3', {}, 'Entries that cannot be read'),
         h('ul', {}, page.unreadable.map((u) => h('li', {}, u.id ? `${u.id}: ` : '', u.error, ' ', h('code', {}, u.key)))),
