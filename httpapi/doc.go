@@ -120,7 +120,12 @@
 // clients only (a request from elsewhere gets 403) and CheckListen refuses
 // to bind anything but a loopback address: two locks on one door. A
 // reverse proxy on the same machine makes every client look local, so a
-// server behind one needs tokens.
+// server behind one needs tokens. A loopback client's browser also runs
+// other sites' pages: one whose name its owner points at 127.0.0.1 (DNS
+// rebinding) reaches the port as a loopback client, with its own name in
+// the Host header. So without tokens a request is served only when its
+// Host names a loopback host (localhost, 127.0.0.0/8, ::1, any port) or
+// one of Options.Hosts; any other gets 403.
 //
 // # Metrics hooks
 //

@@ -51,8 +51,18 @@ type Token struct {
 // Options configure a Server.
 type Options struct {
 	// Tokens the server accepts. None: every route is open, and only
-	// loopback clients are served (see CheckListen for the listener).
+	// loopback clients are served (see CheckListen for the listener),
+	// and only requests addressed to a loopback host (see Hosts).
 	Tokens []Token
+	// Hosts are the names besides the loopback ones (localhost,
+	// 127.0.0.0/8, ::1) that a server without tokens answers to, as the
+	// request's Host header gives them, with any port: such as the host
+	// of the address it listens on. Without tokens a request addressed to
+	// any other host is refused (403): a web page whose own name was
+	// pointed at 127.0.0.1 (DNS rebinding) reaches the port from the
+	// user's browser, a loopback client, but with its name in Host. With
+	// tokens the Host header is not checked.
+	Hosts []string
 	// MaxBodyBytes limits a request body; over it the answer is 413.
 	// Default DefaultMaxBodyBytes (1 MiB).
 	MaxBodyBytes int64
@@ -316,6 +326,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.observe("unmatched", rec, start)
 		return
 	}
+	if !s.hostAllowed(r.Host) {
+		s.refuse(rec, &APIError{Status: http.StatusForbidden, Code: CodeForbidden,
+			Message: fmt.Sprintf("this server has no tokens configured and answers only requests addressed to a loopback host "+
+				"(localhost, 127.0.0.1, [::1]) or to the host it listens on; the Host header names %s "+
+				"(a web page whose name points at this machine, DNS rebinding, would send that)", quoteOrigin(r.Host))})
+		s.observe("unmatched", rec, start)
+		return
+	}
 	if _, pattern := s.mux.Handler(r); pattern == "" {
 		s.unmatched(rec, r)
 		s.observe("unmatched", rec, start)
@@ -495,6 +513,37 @@ func (s *Server) clientAllowed(r *http.Request) bool {
 	}
 	ip, err := netip.ParseAddr(host)
 	return err == nil && ip.Unmap().IsLoopback()
+}
+
+// hostAllowed: without tokens only requests addressed to a loopback host
+// or to one of Options.Hosts are served, whatever the port. A request
+// with no Host at all (HTTP/1.0) comes from no browser, and is served.
+func (s *Server) hostAllowed(hostport string) bool {
+	if len(s.tokens) > 0 || hostport == "" {
+		return true
+	}
+	host := hostOnly(hostport)
+	if isLoopbackHost(strings.ToLower(host)) {
+		return true
+	}
+	for _, h := range s.o.Hosts {
+		if h = hostOnly(h); h != "" && strings.EqualFold(h, host) {
+			return true
+		}
+	}
+	return false
+}
+
+// hostOnly is the host of a Host header or listen address, without its
+// port or an IPv6 address's brackets.
+func hostOnly(hostport string) string {
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		return h
+	}
+	if strings.HasPrefix(hostport, "[") && strings.HasSuffix(hostport, "]") {
+		return hostport[1 : len(hostport)-1]
+	}
+	return hostport
 }
 
 // unmatched answers a request no route matched with the mux's status (404,
