@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/base64"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"strings"
@@ -207,7 +208,7 @@ func (s *Server) uiRoutes() []route {
 			return nil
 		}},
 		{pattern: "GET /ui/login.html", public: true, ui: true, handle: s.serveUI},
-		{pattern: "GET /ui/assets/", public: true, ui: true, handle: s.serveUI},
+		{pattern: "GET /ui/assets/", public: true, ui: true, handle: s.serveAsset},
 		{pattern: "GET /ui/{$}", page: true, ui: true, roles: all, handle: s.serveUI},
 	}
 }
@@ -223,6 +224,22 @@ func (s *Server) serveUI(w http.ResponseWriter, r *http.Request) error {
 	h.Set("X-Frame-Options", "DENY")
 	http.StripPrefix("/ui", s.o.UI).ServeHTTP(w, r)
 	return nil
+}
+
+// serveAsset serves GET /ui/assets/…, which needs no token: a file of
+// the UI's assets and nothing else. The route matches the path as sent,
+// escaped, and the mux cleans only that: a dot segment or a slash sent
+// escaped (/ui/assets/%2e%2e/, /ui/assets/..%2f) arrives in the decoded
+// path, where the UI's handler would resolve it to the page above, which
+// needs a token. So the decoded path must name a file below assets/ by a
+// clean path: no empty, "." or ".." segment, no trailing slash, no
+// backslash.
+func (s *Server) serveAsset(w http.ResponseWriter, r *http.Request) error {
+	name, ok := strings.CutPrefix(r.URL.Path, "/ui/assets/")
+	if !ok || !fs.ValidPath(name) || name == "." || strings.Contains(name, `\`) {
+		return &APIError{Status: http.StatusNotFound, Code: CodeNotFound, Message: "no such asset"}
+	}
+	return s.serveUI(w, r)
 }
 
 // toLogin sends a browser without a valid token to the login page.
