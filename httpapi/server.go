@@ -257,6 +257,11 @@ type route struct {
 	// stream routes (events) run until their client leaves or the server
 	// stops: no time bound, and a write deadline for each write.
 	stream bool
+	// holds routes are reads that hold state in the store while they
+	// run (the event stream's holds on the event logs, which it writes;
+	// a wait's watches and holds): like a change, a browser may send
+	// them only from this server's own pages (checkSameOrigin).
+	holds  bool
 	handle func(w http.ResponseWriter, r *http.Request) error
 }
 
@@ -277,7 +282,7 @@ func (s *Server) routeTable() []route {
 		{pattern: "DELETE /v1/types/{type}/jobs/{id}", handle: s.remove},
 		{pattern: "POST /v1/types/{type}/jobs/{id}/cancel", roles: []Role{p}, handle: s.cancel},
 		{pattern: "POST /v1/types/{type}/jobs/{id}/requeue", roles: []Role{p}, handle: s.requeue},
-		{pattern: "GET /v1/types/{type}/jobs/{id}/wait", roles: []Role{p}, longPoll: true, handle: s.wait},
+		{pattern: "GET /v1/types/{type}/jobs/{id}/wait", roles: []Role{p}, longPoll: true, holds: true, handle: s.wait},
 
 		{pattern: "GET /v1/types", roles: []Role{p, w}, handle: s.types},
 		{pattern: "GET /v1/types/{type}/stats", roles: []Role{p, w}, handle: s.typeStats},
@@ -285,12 +290,12 @@ func (s *Server) routeTable() []route {
 		{pattern: "POST /v1/types/{type}/pause", handle: s.pause},
 		{pattern: "POST /v1/types/{type}/resume", handle: s.resume},
 
-		{pattern: "GET /v1/events", roles: []Role{p}, stream: true, handle: s.events},
+		{pattern: "GET /v1/events", roles: []Role{p}, stream: true, holds: true, handle: s.events},
 
 		{pattern: "POST /v1/workflows", roles: []Role{p}, handle: s.addWorkflow},
 		{pattern: "GET /v1/workflows/{id}", roles: []Role{p}, handle: s.getWorkflow},
 		{pattern: "POST /v1/workflows/{id}/cancel", roles: []Role{p}, handle: s.cancelWorkflow},
-		{pattern: "GET /v1/workflows/{id}/wait", roles: []Role{p}, longPoll: true, handle: s.waitWorkflow},
+		{pattern: "GET /v1/workflows/{id}/wait", roles: []Role{p}, longPoll: true, holds: true, handle: s.waitWorkflow},
 		{pattern: "GET /v1/types/{type}/jobs/{id}/parents", roles: []Role{p, w}, handle: s.parents},
 
 		{pattern: "GET /v1/schedules", roles: []Role{p}, handle: s.schedules},
@@ -362,7 +367,7 @@ func (s *Server) wrap(rt route) http.Handler {
 		if !rt.public {
 			c, err := s.authorize(r, rt)
 			if err == nil {
-				err = checkSameOrigin(r, c)
+				err = checkSameOrigin(r, c, rt.holds)
 			}
 			if err != nil {
 				if rt.page && err.Status == http.StatusUnauthorized {

@@ -31,6 +31,10 @@ import (
 // without tokens is open to its loopback clients, whose browsers also
 // visit other sites: requests that change something are refused there
 // too when their Origin or Sec-Fetch-Site says another site sent them.
+// So are the reads that hold state in the store while they run: the
+// event stream (which writes its holds on the types' event logs) and the
+// waits, which another site's page could otherwise open by the hundred
+// (an EventSource, an img) with or without tokens.
 // Requests with a bearer token are not checked: a browser never adds
 // that header on its own.
 
@@ -90,26 +94,30 @@ func sessionSecret(r *http.Request) (string, bool, *APIError) {
 	return string(b), true, nil
 }
 
-// checkSameOrigin refuses a request that changes something, is
+// checkSameOrigin refuses a request that changes something, or a read
+// that holds state in the store (holds: the event stream, the waits), is
 // authenticated by what a browser sends on its own (the session cookie,
 // or nothing on a server without tokens), and does not show it comes
-// from this server's own pages.
-func checkSameOrigin(r *http.Request, c *caller) *APIError {
+// from this server's own pages. A change authenticated by the cookie
+// must also carry UIHeader; a read that holds cannot be asked to, since
+// a browser's EventSource sends no header of its own.
+func checkSameOrigin(r *http.Request, c *caller, holds bool) *APIError {
+	changes := true
 	switch r.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
-		return nil
+		changes = false
 	}
-	if c.via == AuthBearer {
+	if !changes && !holds || c.via == AuthBearer {
 		return nil
 	}
 	forbid := func(msg string) *APIError {
 		return &APIError{Status: http.StatusForbidden, Code: CodeForbidden, Message: msg}
 	}
-	if c.via == AuthCookie && r.Header.Get(UIHeader) != "1" {
+	if changes && c.via == AuthCookie && r.Header.Get(UIHeader) != "1" {
 		return forbid("a request authenticated by the session cookie must carry " + UIHeader + ": 1 to change anything")
 	}
 	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
-		return forbid("the browser says another site (" + site + ") sent this request")
+		return forbid("the browser says another site (" + site + ") sent this request, which only this server's own pages may send")
 	}
 	if o := r.Header.Get("Origin"); o != "" {
 		u, err := url.Parse(o)
@@ -142,7 +150,7 @@ func (s *Server) whoami(w http.ResponseWriter, r *http.Request) error {
 // without tokens there is nothing to log in to: the answer says so
 // (auth none) and sets no cookie.
 func (s *Server) login(w http.ResponseWriter, r *http.Request) error {
-	if err := checkSameOrigin(r, &caller{via: AuthCookie}); err != nil {
+	if err := checkSameOrigin(r, &caller{via: AuthCookie}, false); err != nil {
 		return err
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, MaxLoginBytes)
@@ -172,7 +180,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) error {
 
 // logout: POST /v1/logout clears the session cookie; 204.
 func (s *Server) logout(w http.ResponseWriter, r *http.Request) error {
-	if err := checkSameOrigin(r, &caller{via: AuthCookie}); err != nil {
+	if err := checkSameOrigin(r, &caller{via: AuthCookie}, false); err != nil {
 		return err
 	}
 	http.SetCookie(w, &http.Cookie{
