@@ -32,7 +32,11 @@ func (c *cli) events(args []string) error {
 	for {
 		err := cl.Events(c.ctx, types, *cursor, func(e httpapi.Event) error {
 			retry = time.Second
-			if e.Kind != "ready" {
+			// Every event that carries a cursor (ready, reset, job) is
+			// where a reconnection goes on from: one that drops before
+			// any job event resumes from the ready event's, so the
+			// changes committed meanwhile are not missed.
+			if e.Cursor != "" {
 				*cursor = e.Cursor
 			}
 			if cf.json {
