@@ -61,7 +61,11 @@
 // Connection: close and its connection closed without reading its body.
 //
 // Type names and job ids, in paths and in enqueue bodies, follow fdbq's
-// rules (fdbq.ValidateTypeName, fdbq.ValidateID); any other is a 400
+// rules (fdbq.ValidateTypeName, fdbq.ValidateID; a path's job id
+// fdbq.ValidateLookupID, so that a job stored as "." or ".." by an earlier
+// version is reached: Client sends such an id as %2E%2E, and a browser,
+// which removes that from a path too, uses the query form of the routes,
+// /v1/types/{type}/job?id=…); any other is a 400
 // invalid that says what is wrong and at which byte, before the store is
 // touched. Paths arrive unescaped, so /v1/types/%ff names the byte 0xff,
 // which is refused rather than registered. An enqueue body's id is checked

@@ -283,6 +283,13 @@ func (s *Server) routeTable() []route {
 		{pattern: "POST /v1/types/{type}/jobs/{id}/cancel", roles: []Role{p}, handle: s.cancel},
 		{pattern: "POST /v1/types/{type}/jobs/{id}/requeue", roles: []Role{p}, handle: s.requeue},
 		{pattern: "GET /v1/types/{type}/jobs/{id}/wait", roles: []Role{p}, longPoll: true, holds: true, handle: s.wait},
+		// The same, the job named by the id parameter: a browser
+		// removes a dot segment from a path, even one sent escaped, so
+		// the web UI names a job stored as "." or ".." so.
+		{pattern: "GET /v1/types/{type}/job", roles: []Role{p, w}, handle: s.get},
+		{pattern: "DELETE /v1/types/{type}/job", handle: s.remove},
+		{pattern: "POST /v1/types/{type}/job/cancel", roles: []Role{p}, handle: s.cancel},
+		{pattern: "POST /v1/types/{type}/job/requeue", roles: []Role{p}, handle: s.requeue},
 
 		{pattern: "GET /v1/types", roles: []Role{p, w}, handle: s.types},
 		{pattern: "GET /v1/types/{type}/stats", roles: []Role{p, w}, handle: s.typeStats},

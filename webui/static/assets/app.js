@@ -330,10 +330,10 @@ function jobView(type, id) {
       if (!fresh()) return;
       const actions = h('div', { class: 'actions', id: 'job-actions' });
       if (can.cancel && (j.state === 'pending' || j.state === 'running')) {
-        actions.append(button('Cancel', { id: 'cancel' }, () => api('POST', `${paths.job(type, id)}/cancel`)));
+        actions.append(button('Cancel', { id: 'cancel' }, () => api('POST', paths.job(type, id, 'cancel'))));
       }
       if (can.requeue && j.state === 'finished') {
-        actions.append(button(j.outcome === 'failed' ? 'Retry' : 'Requeue', { id: 'requeue' }, () => api('POST', `${paths.job(type, id)}/requeue`)));
+        actions.append(button(j.outcome === 'failed' ? 'Retry' : 'Requeue', { id: 'requeue' }, () => api('POST', paths.job(type, id, 'requeue'))));
       }
       if (can.remove) {
         const del = h('button', { type: 'button', id: 'delete', class: 'danger' }, confirmDelete ? 'Really delete' : 'Delete');
