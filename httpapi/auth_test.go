@@ -123,6 +123,8 @@ func TestNewChecksTokens(t *testing.T) {
 		{httpapi.Options{Tokens: []httpapi.Token{{Name: "a", Role: "root", Secret: "s"}}}, `unknown role "root"`},
 		{httpapi.Options{Tokens: []httpapi.Token{{Name: "a", Role: httpapi.RoleAdmin}}}, "token a: empty secret"},
 		{httpapi.Options{Tokens: []httpapi.Token{{Name: "a", Role: httpapi.RoleAdmin, Secret: "s"}, {Name: "b", Role: httpapi.RoleWorker, Secret: "s"}}}, "a and b have the same secret"},
+		{httpapi.Options{Tokens: []httpapi.Token{{Name: "a", Role: httpapi.RoleAdmin, Secret: " s "}}}, "token a: the secret has whitespace at its start or end"},
+		{httpapi.Options{Tokens: []httpapi.Token{{Name: "a", Role: httpapi.RoleAdmin, Secret: "s\x00s"}}}, "token a: the secret holds a control character"},
 		{httpapi.Options{MaxBodyBytes: -1}, "MaxBodyBytes"},
 		{httpapi.Options{MetricsPath: "metrics"}, "metrics path"},
 		{httpapi.Options{Metrics: http.NotFoundHandler(), MetricsPath: "/healthz"}, `route "GET /healthz"`},

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -199,6 +200,9 @@ func New(q *fdbq.Queue, o Options) (*Server, error) {
 		}
 		if t.Secret == "" {
 			return nil, fmt.Errorf("httpapi: token %s: empty secret", name)
+		}
+		if why := CheckSecret(t.Secret); why != "" {
+			return nil, fmt.Errorf("httpapi: token %s: the secret %s", name, why)
 		}
 		h := sha256.Sum256([]byte(t.Secret))
 		if other, dup := seen[h]; dup {
@@ -495,6 +499,23 @@ func credentials(r *http.Request) (string, string, *APIError) {
 		return "", "", &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "the Authorization header must be Bearer <token>"}
 	}
 	return strings.TrimSpace(secret), AuthBearer, nil
+}
+
+// CheckSecret says what keeps a token's secret from ever authenticating,
+// as the end of a sentence whose subject is the secret, or "" when
+// nothing does: whitespace at its start or end, which the server drops
+// from the Authorization header's value (as HTTP drops spaces and tabs
+// around a header's value) and from a login's token, or a control
+// character, which a header cannot carry. The secret itself is never in
+// the answer.
+func CheckSecret(secret string) string {
+	switch {
+	case strings.TrimSpace(secret) != secret:
+		return "has whitespace at its start or end, which is dropped from the token a request sends, so the token could never authenticate; remove it"
+	case strings.ContainsFunc(secret, unicode.IsControl):
+		return "holds a control character, which an Authorization header cannot carry, so the token could never authenticate"
+	}
+	return ""
 }
 
 // lookup returns the token whose secret this is, or nil.
