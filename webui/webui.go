@@ -21,7 +21,8 @@
 // buttons the role may use (the API refuses the others all the same).
 // It follows GET /v1/events, a server-sent event stream of job changes,
 // and reloads what an event touches, at most a few times a second; it
-// never reloads on a timer.
+// never reloads on a timer. A stream the server refuses (503) is tried
+// again, with a growing delay, from the last event's cursor.
 package webui
 
 import (

@@ -54,9 +54,10 @@ export const paths = {
   parents: (t, id) => `/v1/types/${seg(t)}/jobs/${seg(id)}/parents`,
   schedules: () => '/v1/schedules',
   workflow: (id) => `/v1/workflows/${seg(id)}`,
-  events: (types) => {
+  events: (types, cursor) => {
     const q = new URLSearchParams();
     for (const t of types) q.append('type', t);
+    if (cursor) q.set('cursor', cursor);
     const s = q.toString();
     return `/v1/events${s ? `?${s}` : ''}`;
   },

@@ -18,10 +18,10 @@ const activity = new Map(); // type → Map(minute → {ok, failed})
 const activityMinutes = 30;
 
 const live = new Live({
-  onStatus: (status) => {
+  onStatus: (status, text) => {
     const el = document.getElementById('live');
-    el.textContent = `live: ${status}`;
-    el.className = `live ${status === 'on' ? 'on' : 'off'}`;
+    el.textContent = `live: ${text ?? status}`;
+    el.className = `live ${status === 'on' || status === 'paused' ? status : 'off'}`;
     el.dataset.status = status;
   },
   onEvent: (ev) => {
