@@ -344,3 +344,31 @@ func TestTracing(t *testing.T) {
 		t.Fatalf("got %+v\nwant %+v", *c.Tracing, want)
 	}
 }
+
+// TestSecretWhitespace: a token whose secret has whitespace at its start
+// or end (an environment variable set to " s "), or a control character,
+// could never authenticate (an Authorization header's value is read
+// without the whitespace around it and cannot carry control characters):
+// the config is refused, naming the token and the variable, never the
+// secret.
+func TestSecretWhitespace(t *testing.T) {
+	src := `
+http:
+  listen: 0.0.0.0:8080
+  tokens:
+    - {name: ops, role: admin, value_env: OPS_TOKEN}
+    - {name: shop, role: producer, value_env: SHOP_TOKEN}
+`
+	for _, v := range []string{" s3cr3t-value ", "s3cr3t-value\n", "\ts3cr3t-value", "s3cr3t-value\u00a0", "s3cr3t\x00value", "s3cr3t\x7fvalue"} {
+		_, probs := config.Parse("test.yaml", []byte(src), env(map[string]string{"OPS_TOKEN": "fine-secret", "SHOP_TOKEN": v}))
+		if len(probs) != 1 {
+			t.Fatalf("SHOP_TOKEN=%q: problems %v, want one", v, probs)
+		}
+		p := probs[0]
+		if p.Key != "http.tokens.1.value_env" || !strings.Contains(p.Message, "shop") || !strings.Contains(p.Message, "SHOP_TOKEN") || strings.Contains(p.String(), "s3cr3t") {
+			t.Errorf("SHOP_TOKEN=%q: %s", v, p)
+		}
+	}
+	// Inner spaces are carried: such a secret is fine.
+	mustParse(t, src, map[string]string{"OPS_TOKEN": "fine-secret", "SHOP_TOKEN": "a secret with spaces"})
+}

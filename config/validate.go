@@ -569,6 +569,10 @@ func (d *decoder) validateTokens(h *HTTP) {
 				at(fmt.Sprintf("environment variable %s is not set", t.ValueEnv), "value_env")
 			case v == "":
 				at(fmt.Sprintf("environment variable %s is empty", t.ValueEnv), "value_env")
+			default:
+				if why := httpapi.CheckSecret(v); why != "" {
+					at(fmt.Sprintf("token %q: the secret in environment variable %s %s", t.Name, t.ValueEnv, why), "value_env")
+				}
 			}
 			t.Value = v
 		case t.ValueFile != "":
@@ -579,6 +583,10 @@ func (d *decoder) validateTokens(h *HTTP) {
 				at(fmt.Sprintf("cannot read the secret: %v", err), "value_file")
 			case t.Value == "":
 				at(fmt.Sprintf("file %s is empty", t.ValueFile), "value_file")
+			default:
+				if why := httpapi.CheckSecret(t.Value); why != "" {
+					at(fmt.Sprintf("token %q: the secret in file %s %s", t.Name, t.ValueFile, why), "value_file")
+				}
 			}
 		default:
 			at("missing secret: set value_env (an environment variable) or value_file (a file)")

@@ -106,14 +106,16 @@ func (r *record) toPending(sched int64) {
 	r.Lock, r.ExpiresAt, r.Resubmit, r.ResubmitAt = "", 0, false, 0
 }
 
-// checkJobRef validates a type name and job id given by a caller (see
-// ValidateTypeName and ValidateID). A lookup of a name that breaks the
-// rules is refused as its creation would be, before the store is read.
+// checkJobRef validates a type name and job id given by a caller to name
+// a job that may exist (see ValidateTypeName and ValidateLookupID). A
+// lookup of a name that breaks the rules is refused as its creation would
+// be, before the store is read; a job an earlier version stored under an
+// id ValidateID now refuses is named all the same.
 func checkJobRef(typ, id string) error {
 	if err := checkName("type name", typ); err != nil {
 		return err
 	}
-	return checkName("job id", id)
+	return ValidateLookupID(id)
 }
 
 // loadExisting is load for a job that must exist: ErrNotFound otherwise.

@@ -60,14 +60,17 @@
 // id is 1 to MaxIDSize (256) bytes of valid UTF-8 without control
 // characters (C0, DEL, C1): the tuple layer's strings are Unicode, and JSON
 // answers turn bytes that are not UTF-8 into U+FFFD, after which the job
-// could not be named again. ValidateTypeName and ValidateID say what is
-// wrong with a name and at which byte.
+// could not be named again. A new job's id is neither "." nor "..", the
+// dot segments that URL paths remove. ValidateTypeName and ValidateID say
+// what is wrong with a name and at which byte.
 //
 // Every call that takes a name checks it, with ErrInvalidJob and before it
 // reads the store: Add, AddBatch, SetType and DeclareType refuse to create
 // a bad name, and the lookups (Get, List, Count, Wait, Cancel, Remove,
 // Requeue, Accept, GetType, Pause, Resume, OldestDue) refuse one the same
-// way rather than answer that it is not found.
+// way rather than answer that it is not found; they take a job id by
+// ValidateLookupID's rules, so that a job an earlier version stored as "."
+// or ".." is still reached.
 //
 // # Data model
 //

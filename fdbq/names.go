@@ -46,15 +46,35 @@ func validateName(sentinel error, what, name string, limit int) error {
 	return nil
 }
 
-// ValidateID reports what is wrong with a job id, as an ErrInvalidJob
-// that says what and at which byte; nil when nothing is.
+// ValidateID reports what is wrong with the id of a new job, as an
+// ErrInvalidJob that says what and at which byte; nil when nothing is.
 //
 // A job id is 1 to MaxIDSize bytes of valid UTF-8 with no control
-// characters (unicode.IsControl: C0, DEL and C1). The store would keep any
-// bytes, but the id comes back through JSON, which turns bytes that are not
-// UTF-8 into U+FFFD, so a job with such an id could not be named again;
-// control characters make ids that print badly in logs and terminals.
-func ValidateID(id string) error { return validateText("job id", id, MaxIDSize) }
+// characters (unicode.IsControl: C0, DEL and C1), and neither "." nor "..".
+// The store would keep any bytes, but the id comes back through JSON,
+// which turns bytes that are not UTF-8 into U+FFFD, so a job with such an
+// id could not be named again; control characters make ids that print
+// badly in logs and terminals; and "." and ".." are the dot segments that
+// URL paths remove, so the HTTP API's routes (/v1/types/{type}/jobs/{id})
+// and the web UI's links could not name such a job as they name others.
+//
+// Earlier versions let "." and ".." in: a job stored under one is still
+// named by every call that looks a job up (ValidateLookupID's rules).
+func ValidateID(id string) error {
+	if err := validateText("job id", id, MaxIDSize); err != nil {
+		return err
+	}
+	if id == "." || id == ".." {
+		return errorf(ErrInvalidJob, "job id %q is a dot segment, which URL paths remove; a job cannot be named so", id)
+	}
+	return nil
+}
+
+// ValidateLookupID reports what is wrong with an id that names a job that
+// may exist: ValidateID's rules but the ones added after jobs were stored
+// under ids they refuse ("." and ".."), so that such jobs can still be
+// read, waited for, changed and removed.
+func ValidateLookupID(id string) error { return validateText("job id", id, MaxIDSize) }
 
 // validateText checks that s is 1 to limit bytes of valid UTF-8 without
 // control characters; what names s in the error.
@@ -75,8 +95,6 @@ func validateText(what, s string, limit int) error {
 	return nil
 }
 
-// checkName checks a name a caller gave: what is "type name" or "job id",
-// which is also how the error names it.
 // MaxKeySize bounds fairness keys (Job.Key).
 const MaxKeySize = 128
 
@@ -85,6 +103,8 @@ const MaxKeySize = 128
 // is ("" is no key, and never validated).
 func ValidateKey(key string) error { return validateText("fairness key", key, MaxKeySize) }
 
+// checkName checks a name a caller gave for a new job: what is "type
+// name" or "job id", which is also how the error names it.
 func checkName(what, s string) error {
 	if what == "type name" {
 		return ValidateTypeName(s)

@@ -8,11 +8,12 @@ import (
 	"testing"
 
 	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/internal/jobtest"
 )
 
 // Ids that must work: any Unicode text without control characters.
 var goodIDs = []string{
-	"a", "order-42", "a b", "a/b", "..", "café", "日本語", "🙂",
+	"a", "order-42", "a b", "a/b", "...", ".a", "a..", "./x", "café", "日本語", "🙂",
 	"\uFFFD", // a real U+FFFD is valid UTF-8
 	"\u00a0", // no-break space: not a control character
 	strings.Repeat("i", fdbq.MaxIDSize),
@@ -246,5 +247,45 @@ func TestNamesDeclareType(t *testing.T) {
 	trMust(t, "types", err)
 	if len(types) != 2 || !slices.ContainsFunc(types, func(i *fdbq.TypeInfo) bool { return i.Name == "send-email" }) {
 		t.Fatalf("types after declaring: %v", types)
+	}
+}
+
+// TestNamesDotIDs: "." and "..", which URL paths remove (the HTTP API's
+// job routes could not name them), are refused as the ids of new jobs,
+// and a job an earlier version stored under one is read, listed, waited
+// for, canceled, requeued, accepted, finished and removed all the same.
+func TestNamesDotIDs(t *testing.T) {
+	for _, id := range []string{".", ".."} {
+		t.Run(id, func(t *testing.T) {
+			errIs(t, "ValidateID", fdbq.ValidateID(id), fdbq.ErrInvalidJob, fmt.Sprintf("job id %q", id), "dot segment")
+			trMust(t, "ValidateLookupID", fdbq.ValidateLookupID(id))
+			x := newTrQ(t)
+			db := x.q.DB()
+			_, err := x.q.Add(x.ctx, db, fdbq.NewJob{Type: "email", ID: id})
+			errIs(t, "add", err, fdbq.ErrInvalidJob, "dot segment")
+			_, err = x.q.AddBatch(x.ctx, db, []fdbq.NewJob{{Type: "email", ID: "ok"}, {Type: "email", ID: id}})
+			errIs(t, "add batch", err, fdbq.ErrInvalidJob, "dot segment")
+			x.wantCounts(0, 0, 0)
+
+			// Stored by an earlier version.
+			x.add(fdbq.NewJob{ID: "stored"})
+			jobtest.RenameJob(t, db, "email", "stored", id)
+			x.is(id, fdbq.Pending, "", 0)
+			if got := x.list(fdbq.Pending); !slices.Equal(got, []string{id}) {
+				t.Fatalf("pending: %q", got)
+			}
+			if _, err := x.q.WaitOne(x.ctx, "email", id, fdbq.Pending); err != nil {
+				t.Fatalf("wait: %v", err)
+			}
+			trMust(t, "cancel", x.q.Cancel(x.ctx, db, "email", id))
+			x.is(id, fdbq.Finished, fdbq.Canceled, 0)
+			trMust(t, "requeue", x.q.Requeue(x.ctx, db, "email", id))
+			l := x.acceptOne(id)
+			trMust(t, "finish", x.q.Finish(x.ctx, db, l, nil))
+			x.is(id, fdbq.Finished, fdbq.Succeeded, 1)
+			trMust(t, "remove", x.q.Remove(x.ctx, db, "email", id))
+			x.gone(id)
+			x.wantCounts(0, 0, 0)
+		})
 	}
 }

@@ -298,7 +298,7 @@ func (q *Queue) addUnique(tx kv.Tx, j NewJob, s *TypeSettings, marked *zoneMarks
 	if err != nil {
 		return nil, err
 	}
-	if id := string(v); v != nil && ValidateID(id) == nil {
+	if id := string(v); v != nil && ValidateLookupID(id) == nil {
 		old, err := q.load(tx, j.Type, id)
 		if err != nil {
 			return nil, err

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -122,6 +123,8 @@ func TestNewChecksTokens(t *testing.T) {
 		{httpapi.Options{Tokens: []httpapi.Token{{Name: "a", Role: "root", Secret: "s"}}}, `unknown role "root"`},
 		{httpapi.Options{Tokens: []httpapi.Token{{Name: "a", Role: httpapi.RoleAdmin}}}, "token a: empty secret"},
 		{httpapi.Options{Tokens: []httpapi.Token{{Name: "a", Role: httpapi.RoleAdmin, Secret: "s"}, {Name: "b", Role: httpapi.RoleWorker, Secret: "s"}}}, "a and b have the same secret"},
+		{httpapi.Options{Tokens: []httpapi.Token{{Name: "a", Role: httpapi.RoleAdmin, Secret: " s "}}}, "token a: the secret has whitespace at its start or end"},
+		{httpapi.Options{Tokens: []httpapi.Token{{Name: "a", Role: httpapi.RoleAdmin, Secret: "s\x00s"}}}, "token a: the secret holds a control character"},
 		{httpapi.Options{MaxBodyBytes: -1}, "MaxBodyBytes"},
 		{httpapi.Options{MetricsPath: "metrics"}, "metrics path"},
 		{httpapi.Options{Metrics: http.NotFoundHandler(), MetricsPath: "/healthz"}, `route "GET /healthz"`},
@@ -149,7 +152,7 @@ func TestNoTokensServesLoopbackOnly(t *testing.T) {
 		{"[2001:db8::1]:5000", 403},
 		{"garbage", 403},
 	} {
-		req := httptest.NewRequest("GET", "/v1/types", nil)
+		req := httptest.NewRequest("GET", "http://localhost:8080/v1/types", nil)
 		req.RemoteAddr = tc.remote
 		rec := httptest.NewRecorder()
 		e.srv.ServeHTTP(rec, req)
@@ -233,5 +236,68 @@ func TestCheckListen(t *testing.T) {
 	err := httpapi.CheckListen(":8080", 0)
 	if !strings.Contains(err.Error(), "without tokens") || !strings.Contains(err.Error(), "every interface") {
 		t.Errorf("unclear refusal: %v", err)
+	}
+}
+
+// TestNoTokensChecksHost: a server without tokens answers only requests
+// addressed to it by a loopback name or address, or by the host it was
+// told it listens on: a web page whose name its owner pointed at
+// 127.0.0.1 (DNS rebinding) reaches the port from the user's own browser,
+// a loopback client, but with its own name in Host.
+func TestNoTokensChecksHost(t *testing.T) {
+	e := newEnv(t, httpapi.Options{UI: fakeUI, Hosts: []string{"jobs.internal:8080"}})
+	send := func(method, path, host string) answer {
+		t.Helper()
+		var body io.Reader
+		if method == "POST" {
+			body = strings.NewReader(`{"id":"rebound"}`)
+		}
+		req, err := http.NewRequest(method, e.url+path, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		resp, err := e.hs.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.Close {
+			resp.Header.Set("Connection", "close")
+		}
+		return answer{status: resp.StatusCode, header: resp.Header, body: b}
+	}
+	for _, host := range []string{"evil.example:8080", "evil.example", "127.0.0.1.nip.io:8080", "localhost.evil.example", "10.0.0.5:8080", "[2001:db8::1]:8080", "jobs.internal.evil.example"} {
+		for _, r := range []struct{ method, path string }{
+			{"GET", "/v1/types"}, {"POST", "/v1/types/email/jobs"}, {"GET", "/ui/"}, {"GET", "/v1/events"}, {"GET", "/metrics"},
+		} {
+			a := send(r.method, r.path, host)
+			wantError(t, a, 403, httpapi.CodeForbidden, "Host", "loopback")
+			if a.header.Get("Connection") != "close" {
+				t.Errorf("Host %s: %s %s: the connection stays open", host, r.method, r.path)
+			}
+		}
+	}
+	if _, err := e.q.Get(context.Background(), e.db, "email", "rebound"); err == nil {
+		t.Fatal("a request for another host enqueued a job")
+	}
+	for _, host := range []string{"localhost:8080", "LocalHost", "localhost", "127.0.0.1", "127.0.0.1:9", "127.8.9.10:8080", "[::1]:8080", "[::1]", "jobs.internal", "JOBS.internal:1234", strings.TrimPrefix(e.url, "http://")} {
+		if a := send("GET", "/v1/types", host); a.status != 200 {
+			t.Errorf("Host %s: %d %s", host, a.status, a.body)
+		}
+	}
+	// With tokens a rebound page has no token: the host is not checked.
+	withTokens := newEnv(t, httpapi.Options{Tokens: testTokens})
+	req, _ := http.NewRequest("GET", withTokens.url+"/v1/types", nil)
+	req.Host = "evil.example:8080"
+	req.Header.Set("Authorization", "Bearer admin-secret")
+	resp, err := withTokens.hs.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("with tokens, Host evil.example: %d", resp.StatusCode)
 	}
 }

@@ -62,7 +62,11 @@
 // Connection: close and its connection closed without reading its body.
 //
 // Type names and job ids, in paths and in enqueue bodies, follow fdbq's
-// rules (fdbq.ValidateTypeName, fdbq.ValidateID); any other is a 400
+// rules (fdbq.ValidateTypeName, fdbq.ValidateID; a path's job id
+// fdbq.ValidateLookupID, so that a job stored as "." or ".." by an earlier
+// version is reached: Client sends such an id as %2E%2E, and a browser,
+// which removes that from a path too, uses the query form of the routes,
+// /v1/types/{type}/job?id=…); any other is a 400
 // invalid that says what is wrong and at which byte, before the store is
 // touched. Paths arrive unescaped, so /v1/types/%ff names the byte 0xff,
 // which is refused rather than registered. An enqueue body's id is checked
@@ -121,7 +125,12 @@
 // clients only (a request from elsewhere gets 403) and CheckListen refuses
 // to bind anything but a loopback address: two locks on one door. A
 // reverse proxy on the same machine makes every client look local, so a
-// server behind one needs tokens.
+// server behind one needs tokens. A loopback client's browser also runs
+// other sites' pages: one whose name its owner points at 127.0.0.1 (DNS
+// rebinding) reaches the port as a loopback client, with its own name in
+// the Host header. So without tokens a request is served only when its
+// Host names a loopback host (localhost, 127.0.0.0/8, ::1, any port) or
+// one of Options.Hosts; any other gets 403.
 //
 // # Metrics hooks
 //

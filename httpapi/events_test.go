@@ -14,6 +14,7 @@ import (
 
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/httpapi"
+	"github.com/jobstage/jobstage/kv"
 )
 
 // stream is a Client.Events running in its own goroutine.
@@ -354,4 +355,107 @@ func TestEventsEveryTypePastTheLimit(t *testing.T) {
 	if err := c.Events(ctx, []string{"email", "t0999"}, "", func(httpapi.Event) error { return errStop }); !errors.Is(err, errStop) {
 		t.Fatalf("a stream naming two types: %v", err)
 	}
+}
+
+// storeDump is every key and value of the store, to see that a request
+// wrote nothing.
+func storeDump(t *testing.T, db *kv.DB) string {
+	t.Helper()
+	var b strings.Builder
+	if err := db.ReadTransact(context.Background(), func(tx kv.ReadTx) error {
+		kvs, err := tx.GetRange(kv.Range{Begin: []byte{}, End: []byte{0xff}}, kv.RangeOptions{})
+		for _, x := range kvs {
+			fmt.Fprintf(&b, "%x=%x\n", x.Key, x.Value)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// TestEventsCrossSite: a stream takes holds on the types' event logs (it
+// writes them in the store), so a page of another site may not open one
+// through the user's browser (an EventSource, an img): a GET of
+// /v1/events whose Origin is another or whose Sec-Fetch-Site says another
+// site sent it is refused, with tokens (the session cookie) or without,
+// and writes nothing; the UI's own same-origin stream, and a client with
+// a bearer token, are served.
+func TestEventsCrossSite(t *testing.T) {
+	open := newEnv(t, httpapi.Options{})
+	tokens := newEnv(t, httpapi.Options{Tokens: testTokens})
+	cookie := sessionCookie("admin-secret")
+	for _, tc := range []struct {
+		e       *env
+		name    string
+		headers []string
+		status  int
+	}{
+		{open, "origin", []string{"Origin", "https://evil.example"}, 403},
+		{open, "origin of another port", []string{"Origin", "http://127.0.0.1:1"}, 403},
+		{open, "null origin", []string{"Origin", "null"}, 403},
+		{open, "cross-site", []string{"Sec-Fetch-Site", "cross-site"}, 403},
+		{open, "same-site", []string{"Sec-Fetch-Site", "same-site"}, 403},
+		{open, "same origin", []string{"Origin", open.url, "Sec-Fetch-Site", "same-origin"}, 200},
+		{open, "same origin, no Origin", []string{"Sec-Fetch-Site", "same-origin"}, 200},
+		{open, "typed in", []string{"Sec-Fetch-Site", "none"}, 200},
+		{open, "not a browser", nil, 200},
+		{tokens, "cookie, origin", []string{"Cookie", cookie, "Origin", "https://evil.example"}, 403},
+		{tokens, "cookie, cross-site", []string{"Cookie", cookie, "Sec-Fetch-Site", "cross-site"}, 403},
+		{tokens, "cookie, same origin", []string{"Cookie", cookie, "Origin", tokens.url, "Sec-Fetch-Site", "same-origin"}, 200},
+		{tokens, "bearer, origin", []string{"Authorization", "Bearer admin-secret", "Origin", "https://evil.example", "Sec-Fetch-Site", "cross-site"}, 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := storeDump(t, tc.e.db)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, "GET", tc.e.url+"/v1/events", nil)
+			for i := 0; i+1 < len(tc.headers); i += 2 {
+				req.Header.Set(tc.headers[i], tc.headers[i+1])
+			}
+			resp, err := tc.e.hs.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				b := make([]byte, 512)
+				n, _ := resp.Body.Read(b) // a stream never ends: its first bytes
+				t.Fatalf("%d %s, want %d", resp.StatusCode, b[:n], tc.status)
+			}
+			if tc.status != 200 {
+				wantError(t, answer{status: resp.StatusCode, body: must(io.ReadAll(resp.Body))}, 403, httpapi.CodeForbidden, "this server")
+				if after := storeDump(t, tc.e.db); after != before {
+					t.Fatalf("a refused stream wrote in the store:\nbefore:\n%s\nafter:\n%s", before, after)
+				}
+			}
+		})
+	}
+}
+
+// TestWaitsCrossSite: the waits hold watches, and holds in the store,
+// while they run: like the event stream, another site's page may not
+// start one; a client that is no browser, and a bearer token, may.
+func TestWaitsCrossSite(t *testing.T) {
+	open := newEnv(t, httpapi.Options{})
+	for _, p := range []string{"/v1/types/email/jobs/x/wait?timeout=1ms", "/v1/workflows/w/wait?timeout=1ms"} {
+		wantError(t, open.req("GET", p, "", "Origin", "https://evil.example"), 403, httpapi.CodeForbidden, "Origin")
+		wantError(t, open.req("GET", p, "", "Sec-Fetch-Site", "cross-site"), 403, httpapi.CodeForbidden, "another site")
+		if a := open.req("GET", p, ""); a.status != 404 {
+			t.Fatalf("GET %s, not a browser: %d %s", p, a.status, a.body)
+		}
+	}
+	tokens := newEnv(t, httpapi.Options{Tokens: testTokens})
+	p := "/v1/types/email/jobs/x/wait?timeout=1ms"
+	wantError(t, tokens.req("GET", p, "", "Cookie", sessionCookie("admin-secret"), "Origin", "https://evil.example"), 403, httpapi.CodeForbidden, "Origin")
+	if a := tokens.req("GET", p, "", "Authorization", "Bearer admin-secret", "Origin", "https://evil.example"); a.status != 404 {
+		t.Fatalf("GET %s with a bearer token: %d %s", p, a.status, a.body)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

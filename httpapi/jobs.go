@@ -271,13 +271,25 @@ func pathType(r *http.Request) (string, error) {
 	return typ, nil
 }
 
-// pathJob returns the {type} and {id} of the path, checked.
+// pathJob returns the {type} of the path and the job's id, checked: the
+// {id} of the path, or on the query form of the routes
+// (/v1/types/{type}/job?id=…) the id parameter. The id is checked with
+// fdbq's rules for naming a job that may exist (ValidateLookupID), so a
+// job stored under an id new jobs may not have ("." or "..") is reached.
 func pathJob(r *http.Request) (typ, id string, err error) {
 	if typ, err = pathType(r); err != nil {
 		return "", "", err
 	}
-	id = r.PathValue("id")
-	if err := fdbq.ValidateID(id); err != nil {
+	// A path wildcard never matches an empty segment: empty is the
+	// query form.
+	if id = r.PathValue("id"); id == "" {
+		ids := r.URL.Query()["id"]
+		if len(ids) != 1 {
+			return "", "", invalid("id: give the job's id once, as the id query parameter (%d given)", len(ids))
+		}
+		id = ids[0]
+	}
+	if err := fdbq.ValidateLookupID(id); err != nil {
 		return "", "", nameInvalid("", err)
 	}
 	return typ, id, nil
@@ -345,5 +357,17 @@ func onlyParams(q url.Values, known ...string) error {
 }
 
 func jobPath(typ, id string) string {
-	return "/v1/types/" + url.PathEscape(typ) + "/jobs/" + url.PathEscape(id)
+	return "/v1/types/" + url.PathEscape(typ) + "/jobs/" + pathSegment(id)
+}
+
+// pathSegment escapes s as one segment of a URL path. The dot segments
+// "." and "..", which url.PathEscape leaves as they are and a path's
+// reader removes, are sent escaped (%2E, %2E%2E): the server's routes take
+// that for the id, where a client that normalizes paths as browsers do
+// would not, so browsers use the query form (/v1/types/{type}/job?id=…).
+func pathSegment(s string) string {
+	if s == "." || s == ".." {
+		return strings.Repeat("%2E", len(s))
+	}
+	return url.PathEscape(s)
 }

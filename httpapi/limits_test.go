@@ -89,7 +89,7 @@ func TestRefusalDoesNotWaitForTheBody(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rc := dialRaw(t, e.url)
-			rc.send("POST /v1/types/email/jobs HTTP/1.1\r\nHost: x\r\n" + tc.auth + "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+			rc.send("POST /v1/types/email/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\n" + tc.auth + "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
 			resp := rc.answer()
 			if resp.StatusCode != tc.status {
 				t.Fatalf("status %d, want %d", resp.StatusCode, tc.status)
@@ -110,7 +110,7 @@ func TestNoTokensRefusalDoesNotWaitForTheBody(t *testing.T) {
 	e := newEnv(t, httpapi.Options{})
 	hs := nonLoopbackServer(t, e.srv)
 	rc := dialRaw(t, hs.URL)
-	rc.send("POST /v1/types/email/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n")
+	rc.send("POST /v1/types/email/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\n")
 	if resp := rc.answer(); resp.StatusCode != 403 || !resp.Close {
 		t.Fatalf("status %d, close %v", resp.StatusCode, resp.Close)
 	}
@@ -169,7 +169,7 @@ func TestClientThatReadsNothingIsDisconnected(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := io.WriteString(c, "GET /v1/types/email/jobs?limit=1000 HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+	if _, err := io.WriteString(c, "GET /v1/types/email/jobs?limit=1000 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -203,7 +203,7 @@ func TestLimitListener(t *testing.T) {
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	url := "http://" + inner.Addr().String()
-	get := "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+	get := "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 
 	var held []*rawConn
 	for range 2 {

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -52,8 +53,18 @@ type Token struct {
 // Options configure a Server.
 type Options struct {
 	// Tokens the server accepts. None: every route is open, and only
-	// loopback clients are served (see CheckListen for the listener).
+	// loopback clients are served (see CheckListen for the listener),
+	// and only requests addressed to a loopback host (see Hosts).
 	Tokens []Token
+	// Hosts are the names besides the loopback ones (localhost,
+	// 127.0.0.0/8, ::1) that a server without tokens answers to, as the
+	// request's Host header gives them, with any port: such as the host
+	// of the address it listens on. Without tokens a request addressed to
+	// any other host is refused (403): a web page whose own name was
+	// pointed at 127.0.0.1 (DNS rebinding) reaches the port from the
+	// user's browser, a loopback client, but with its name in Host. With
+	// tokens the Host header is not checked.
+	Hosts []string
 	// MaxBodyBytes limits a request body; over it the answer is 413.
 	// Default DefaultMaxBodyBytes (1 MiB).
 	MaxBodyBytes int64
@@ -199,6 +210,9 @@ func New(q *fdbq.Queue, o Options) (*Server, error) {
 		if t.Secret == "" {
 			return nil, fmt.Errorf("httpapi: token %s: empty secret", name)
 		}
+		if why := CheckSecret(t.Secret); why != "" {
+			return nil, fmt.Errorf("httpapi: token %s: the secret %s", name, why)
+		}
 		h := sha256.Sum256([]byte(t.Secret))
 		if other, dup := seen[h]; dup {
 			return nil, fmt.Errorf("httpapi: tokens %s and %s have the same secret", other, name)
@@ -256,6 +270,11 @@ type route struct {
 	// stream routes (events) run until their client leaves or the server
 	// stops: no time bound, and a write deadline for each write.
 	stream bool
+	// holds routes are reads that hold state in the store while they
+	// run (the event stream's holds on the event logs, which it writes;
+	// a wait's watches and holds): like a change, a browser may send
+	// them only from this server's own pages (checkSameOrigin).
+	holds  bool
 	handle func(w http.ResponseWriter, r *http.Request) error
 }
 
@@ -276,7 +295,14 @@ func (s *Server) routeTable() []route {
 		{pattern: "DELETE /v1/types/{type}/jobs/{id}", handle: s.remove},
 		{pattern: "POST /v1/types/{type}/jobs/{id}/cancel", roles: []Role{p}, handle: s.cancel},
 		{pattern: "POST /v1/types/{type}/jobs/{id}/requeue", roles: []Role{p}, handle: s.requeue},
-		{pattern: "GET /v1/types/{type}/jobs/{id}/wait", roles: []Role{p}, longPoll: true, handle: s.wait},
+		{pattern: "GET /v1/types/{type}/jobs/{id}/wait", roles: []Role{p}, longPoll: true, holds: true, handle: s.wait},
+		// The same, the job named by the id parameter: a browser
+		// removes a dot segment from a path, even one sent escaped, so
+		// the web UI names a job stored as "." or ".." so.
+		{pattern: "GET /v1/types/{type}/job", roles: []Role{p, w}, handle: s.get},
+		{pattern: "DELETE /v1/types/{type}/job", handle: s.remove},
+		{pattern: "POST /v1/types/{type}/job/cancel", roles: []Role{p}, handle: s.cancel},
+		{pattern: "POST /v1/types/{type}/job/requeue", roles: []Role{p}, handle: s.requeue},
 
 		{pattern: "GET /v1/types", roles: []Role{p, w}, handle: s.types},
 		{pattern: "GET /v1/types/{type}/stats", roles: []Role{p, w}, handle: s.typeStats},
@@ -284,12 +310,12 @@ func (s *Server) routeTable() []route {
 		{pattern: "POST /v1/types/{type}/pause", handle: s.pause},
 		{pattern: "POST /v1/types/{type}/resume", handle: s.resume},
 
-		{pattern: "GET /v1/events", roles: []Role{p}, stream: true, handle: s.events},
+		{pattern: "GET /v1/events", roles: []Role{p}, stream: true, holds: true, handle: s.events},
 
 		{pattern: "POST /v1/workflows", roles: []Role{p}, handle: s.addWorkflow},
 		{pattern: "GET /v1/workflows/{id}", roles: []Role{p}, handle: s.getWorkflow},
 		{pattern: "POST /v1/workflows/{id}/cancel", roles: []Role{p}, handle: s.cancelWorkflow},
-		{pattern: "GET /v1/workflows/{id}/wait", roles: []Role{p}, longPoll: true, handle: s.waitWorkflow},
+		{pattern: "GET /v1/workflows/{id}/wait", roles: []Role{p}, longPoll: true, holds: true, handle: s.waitWorkflow},
 		{pattern: "GET /v1/types/{type}/jobs/{id}/parents", roles: []Role{p, w}, handle: s.parents},
 
 		{pattern: "GET /v1/schedules", roles: []Role{p}, handle: s.schedules},
@@ -325,6 +351,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.observe("unmatched", rec, start)
 		return
 	}
+	if !s.hostAllowed(r.Host) {
+		s.refuse(rec, &APIError{Status: http.StatusForbidden, Code: CodeForbidden,
+			Message: fmt.Sprintf("this server has no tokens configured and answers only requests addressed to a loopback host "+
+				"(localhost, 127.0.0.1, [::1]) or to the host it listens on; the Host header names %s "+
+				"(a web page whose name points at this machine, DNS rebinding, would send that)", quoteOrigin(r.Host))})
+		s.observe("unmatched", rec, start)
+		return
+	}
 	if _, pattern := s.mux.Handler(r); pattern == "" {
 		s.unmatched(rec, r)
 		s.observe("unmatched", rec, start)
@@ -353,7 +387,7 @@ func (s *Server) wrap(rt route) http.Handler {
 		if !rt.public {
 			c, err := s.authorize(r, rt)
 			if err == nil {
-				err = checkSameOrigin(r, c)
+				err = checkSameOrigin(r, c, rt.holds)
 			}
 			if err != nil {
 				if rt.page && err.Status == http.StatusUnauthorized {
@@ -479,6 +513,23 @@ func (s *Server) credentials(r *http.Request) (*tokenEntry, string, *APIError) {
 	return found, AuthBearer, nil
 }
 
+// CheckSecret says what keeps a token's secret from ever authenticating,
+// as the end of a sentence whose subject is the secret, or "" when
+// nothing does: whitespace at its start or end, which the server drops
+// from the Authorization header's value (as HTTP drops spaces and tabs
+// around a header's value) and from a login's token, or a control
+// character, which a header cannot carry. The secret itself is never in
+// the answer.
+func CheckSecret(secret string) string {
+	switch {
+	case strings.TrimSpace(secret) != secret:
+		return "has whitespace at its start or end, which is dropped from the token a request sends, so the token could never authenticate; remove it"
+	case strings.ContainsFunc(secret, unicode.IsControl):
+		return "holds a control character, which an Authorization header cannot carry, so the token could never authenticate"
+	}
+	return ""
+}
+
 // lookup returns the token whose secret this is, or nil.
 func (s *Server) now() time.Time {
 	if s.o.Now != nil {
@@ -514,6 +565,37 @@ func (s *Server) clientAllowed(r *http.Request) bool {
 	}
 	ip, err := netip.ParseAddr(host)
 	return err == nil && ip.Unmap().IsLoopback()
+}
+
+// hostAllowed: without tokens only requests addressed to a loopback host
+// or to one of Options.Hosts are served, whatever the port. A request
+// with no Host at all (HTTP/1.0) comes from no browser, and is served.
+func (s *Server) hostAllowed(hostport string) bool {
+	if len(s.tokens) > 0 || hostport == "" {
+		return true
+	}
+	host := hostOnly(hostport)
+	if isLoopbackHost(strings.ToLower(host)) {
+		return true
+	}
+	for _, h := range s.o.Hosts {
+		if h = hostOnly(h); h != "" && strings.EqualFold(h, host) {
+			return true
+		}
+	}
+	return false
+}
+
+// hostOnly is the host of a Host header or listen address, without its
+// port or an IPv6 address's brackets.
+func hostOnly(hostport string) string {
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		return h
+	}
+	if strings.HasPrefix(hostport, "[") && strings.HasSuffix(hostport, "]") {
+		return hostport[1 : len(hostport)-1]
+	}
+	return hostport
 }
 
 // unmatched answers a request no route matched with the mux's status (404,

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
@@ -46,6 +47,10 @@ import (
 // without tokens is open to its loopback clients, whose browsers also
 // visit other sites: requests that change something are refused there
 // too when their Origin or Sec-Fetch-Site says another site sent them.
+// So are the reads that hold state in the store while they run: the
+// event stream (which writes its holds on the types' event logs) and the
+// waits, which another site's page could otherwise open by the hundred
+// (an EventSource, an img) with or without tokens.
 // Requests with a bearer token are not checked: a browser never adds
 // that header on its own.
 
@@ -221,26 +226,30 @@ func (g *guessLimiter) failed(r *http.Request) {
 	w.failures++
 }
 
-// checkSameOrigin refuses a request that changes something, is
+// checkSameOrigin refuses a request that changes something, or a read
+// that holds state in the store (holds: the event stream, the waits), is
 // authenticated by what a browser sends on its own (the session cookie,
 // or nothing on a server without tokens), and does not show it comes
-// from this server's own pages.
-func checkSameOrigin(r *http.Request, c *caller) *APIError {
+// from this server's own pages. A change authenticated by the cookie
+// must also carry UIHeader; a read that holds cannot be asked to, since
+// a browser's EventSource sends no header of its own.
+func checkSameOrigin(r *http.Request, c *caller, holds bool) *APIError {
+	changes := true
 	switch r.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
-		return nil
+		changes = false
 	}
-	if c.via == AuthBearer {
+	if !changes && !holds || c.via == AuthBearer {
 		return nil
 	}
 	forbid := func(msg string) *APIError {
 		return &APIError{Status: http.StatusForbidden, Code: CodeForbidden, Message: msg}
 	}
-	if c.via == AuthCookie && r.Header.Get(UIHeader) != "1" {
+	if changes && c.via == AuthCookie && r.Header.Get(UIHeader) != "1" {
 		return forbid("a request authenticated by the session cookie must carry " + UIHeader + ": 1 to change anything")
 	}
 	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
-		return forbid("the browser says another site (" + site + ") sent this request")
+		return forbid("the browser says another site (" + site + ") sent this request, which only this server's own pages may send")
 	}
 	if o := r.Header.Get("Origin"); o != "" {
 		u, err := url.Parse(o)
@@ -273,7 +282,7 @@ func (s *Server) whoami(w http.ResponseWriter, r *http.Request) error {
 // without tokens there is nothing to log in to: the answer says so
 // (auth none) and sets no cookie.
 func (s *Server) login(w http.ResponseWriter, r *http.Request) error {
-	if err := checkSameOrigin(r, &caller{via: AuthCookie}); err != nil {
+	if err := checkSameOrigin(r, &caller{via: AuthCookie}, false); err != nil {
 		return err
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, MaxLoginBytes)
@@ -311,7 +320,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) error {
 
 // logout: POST /v1/logout clears the session cookie; 204.
 func (s *Server) logout(w http.ResponseWriter, r *http.Request) error {
-	if err := checkSameOrigin(r, &caller{via: AuthCookie}); err != nil {
+	if err := checkSameOrigin(r, &caller{via: AuthCookie}, false); err != nil {
 		return err
 	}
 	http.SetCookie(w, &http.Cookie{
@@ -347,7 +356,7 @@ func (s *Server) uiRoutes() []route {
 			return nil
 		}},
 		{pattern: "GET /ui/login.html", public: true, ui: true, handle: s.serveUI},
-		{pattern: "GET /ui/assets/", public: true, ui: true, handle: s.serveUI},
+		{pattern: "GET /ui/assets/", public: true, ui: true, handle: s.serveAsset},
 		{pattern: "GET /ui/{$}", page: true, ui: true, roles: all, handle: s.serveUI},
 	}
 }
@@ -363,6 +372,22 @@ func (s *Server) serveUI(w http.ResponseWriter, r *http.Request) error {
 	h.Set("X-Frame-Options", "DENY")
 	http.StripPrefix("/ui", s.o.UI).ServeHTTP(w, r)
 	return nil
+}
+
+// serveAsset serves GET /ui/assets/…, which needs no token: a file of
+// the UI's assets and nothing else. The route matches the path as sent,
+// escaped, and the mux cleans only that: a dot segment or a slash sent
+// escaped (/ui/assets/%2e%2e/, /ui/assets/..%2f) arrives in the decoded
+// path, where the UI's handler would resolve it to the page above, which
+// needs a token. So the decoded path must name a file below assets/ by a
+// clean path: no empty, "." or ".." segment, no trailing slash, no
+// backslash.
+func (s *Server) serveAsset(w http.ResponseWriter, r *http.Request) error {
+	name, ok := strings.CutPrefix(r.URL.Path, "/ui/assets/")
+	if !ok || !fs.ValidPath(name) || name == "." || strings.Contains(name, `\`) {
+		return &APIError{Status: http.StatusNotFound, Code: CodeNotFound, Message: "no such asset"}
+	}
+	return s.serveUI(w, r)
 }
 
 // toLogin sends a browser without a valid token to the login page.

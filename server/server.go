@@ -404,8 +404,13 @@ func (s *Server) newAPI(p httpParams) (*httpapi.Server, error) {
 	if p.Config.Metrics.Path != "" {
 		metricsHandler = p.Metrics.Handler(p.Gatherer)
 	}
+	var hosts []string // without tokens, besides the loopback names
+	if h, _, err := net.SplitHostPort(hc.Listen); err == nil && h != "" {
+		hosts = []string{h}
+	}
 	return httpapi.New(p.Queue, httpapi.Options{
 		Tokens:         tokens,
+		Hosts:          hosts,
 		MaxBodyBytes:   hc.MaxBodyBytes,
 		RequestTimeout: hc.RequestTimeout,
 		Logger:         p.Log,

@@ -21,30 +21,69 @@
 // buttons the role may use (the API refuses the others all the same).
 // It follows GET /v1/events, a server-sent event stream of job changes,
 // and reloads what an event touches, at most a few times a second; it
-// never reloads on a timer.
+// never reloads on a timer. A stream the server refuses (503) is tried
+// again, with a growing delay, from the last event's cursor.
 package webui
 
 import (
 	"embed"
+	"io"
 	"io/fs"
 	"net/http"
+	"strings"
 )
 
 //go:embed static
 var static embed.FS
 
 // Handler serves the UI's files: / (index.html), /login.html and
-// /assets/…, with the path relative to where the UI is mounted.
+// /assets/…, with the path relative to where the UI is mounted. It
+// serves regular files by their clean paths only: a path with an empty,
+// "." or ".." segment, one that names a directory, and any other path
+// answer 404, so that no spelling of a path reaches the page by another
+// name than / (the one that needs a token).
 func Handler() http.Handler {
 	sub, err := fs.Sub(static, "static")
 	if err != nil {
 		panic(err) // the embedded tree is fixed at build time
 	}
-	files := http.FileServerFS(sub)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name, ok := fileName(r.URL.Path)
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		f, err := sub.Open(name)
+		if err != nil {
+			http.NotFound(w, r)
+			return
+		}
+		defer f.Close()
+		st, err := f.Stat()
+		rs, seeks := f.(io.ReadSeeker)
+		if err != nil || !st.Mode().IsRegular() || !seeks {
+			http.NotFound(w, r)
+			return
+		}
 		// Each start serves the files of its binary: a browser checks
 		// with the server before it uses what it has kept.
 		w.Header().Set("Cache-Control", "no-cache")
-		files.ServeHTTP(w, r)
+		http.ServeContent(w, r, name, st.ModTime(), rs)
 	})
+}
+
+// fileName is the embedded file a request's path names: index.html for
+// /, login.html, or a file below assets/ by a clean path.
+func fileName(p string) (string, bool) {
+	switch {
+	case p == "/":
+		return "index.html", true
+	case p == "/login.html":
+		return "login.html", true
+	}
+	name, ok := strings.CutPrefix(p, "/assets/")
+	if !ok || !fs.ValidPath(name) || name == "." || strings.Contains(name, `\`) {
+		return "", false
+	}
+	return "assets/" + name, true
 }

@@ -76,9 +76,12 @@ func timedOut(err error) bool {
 }
 
 func (c *cli) printJSON(v any) error {
-	enc := json.NewEncoder(c.stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = c.stdout.Write(append(jsonText(b), '\n'))
+	return err
 }
 
 func (c *cli) printJob(cf *clientFlags, j *httpapi.Job) error {
@@ -86,7 +89,7 @@ func (c *cli) printJob(cf *clientFlags, j *httpapi.Job) error {
 		return c.printJSON(j)
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	row := func(k string, v any) { fmt.Fprintf(tw, "%s:\t%v\n", k, v) }
+	row := func(k string, v any) { printf(tw, "%s:\t%v\n", k, v) }
 	row("type", j.Type)
 	row("id", j.ID)
 	state := string(j.State)
@@ -350,14 +353,14 @@ func (c *cli) enqueueFile(cf *clientFlags, cl *httpapi.Client, typ, path string,
 		i = end
 		done = append(done, got...)
 		if now := time.Now(); now.Sub(last) >= time.Second || len(done) == len(jobs) {
-			fmt.Fprintf(c.stderr, "enqueued %d/%d (%.0f jobs/s)\n", len(done), len(jobs), float64(len(done))/now.Sub(start).Seconds())
+			printf(c.stderr, "enqueued %d/%d (%.0f jobs/s)\n", len(done), len(jobs), float64(len(done))/now.Sub(start).Seconds())
 			last = now
 		}
 	}
 	if cf.json {
 		return c.printJSON(done)
 	}
-	fmt.Fprintf(c.stdout, "enqueued %d %s jobs\n", len(done), typ)
+	printf(c.stdout, "enqueued %d %s jobs\n", len(done), typ)
 	return nil
 }
 
@@ -382,7 +385,7 @@ func (c *cli) jobCommand(cmd string, args []string) error {
 			if cf.json {
 				return c.printJSON(map[string]any{"deleted": true, "type": pos[0], "id": pos[1]})
 			}
-			fmt.Fprintf(c.stdout, "deleted %s %s\n", pos[0], pos[1])
+			printf(c.stdout, "deleted %s %s\n", pos[0], pos[1])
 			return nil
 		}
 	}
@@ -454,9 +457,9 @@ func (c *cli) list(args []string) error {
 		return c.printJSON(httpapi.Page{Jobs: jobs, Unreadable: bad, Next: next})
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tOUTCOME\tATTEMPTS\tPRIORITY\tSCHEDULED")
+	printf(tw, "ID\tSTATE\tOUTCOME\tATTEMPTS\tPRIORITY\tSCHEDULED\n")
 	for _, j := range jobs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", j.ID, j.State, j.Outcome, j.Attempts, j.Priority, j.ScheduledAt.Local().Format(time.RFC3339))
+		printf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", j.ID, j.State, j.Outcome, j.Attempts, j.Priority, j.ScheduledAt.Local().Format(time.RFC3339))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -483,7 +486,7 @@ func (c *cli) list(args []string) error {
 		for i, w := range more {
 			more[i] = shellQuote(w)
 		}
-		fmt.Fprintf(c.stderr, "more: %s\n", strings.Join(more, " "))
+		printf(c.stderr, "more: %s\n", strings.Join(more, " "))
 	}
 	return nil
 }
@@ -528,14 +531,14 @@ func (c *cli) printUnreadable(typ string, bad []httpapi.Unreadable) {
 	withID := false
 	for _, u := range bad {
 		if u.ID != "" {
-			fmt.Fprintf(c.stderr, "unreadable: %s: %s\n", u.ID, u.Error)
+			printf(c.stderr, "unreadable: %s: %s\n", u.ID, u.Error)
 			withID = true
 		} else {
-			fmt.Fprintf(c.stderr, "unreadable: %s\n", u.Error) // it quotes the key
+			printf(c.stderr, "unreadable: %s\n", u.Error) // it quotes the key
 		}
 	}
 	if withID {
-		fmt.Fprintf(c.stderr, "a job that cannot be read can only be deleted: jobstage delete %s ID\n", typ)
+		printf(c.stderr, "a job that cannot be read can only be deleted: jobstage delete %s ID\n", typ)
 	}
 }
 
@@ -558,27 +561,27 @@ func (c *cli) types(args []string) error {
 // read shows "?" for them, and why on stderr.
 func (c *cli) printTypes(ts []*httpapi.TypeInfo) error {
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TYPE\tPENDING\tRUNNING\tFINISHED\tPAUSED\tACTIVITY TIMEOUT\tMAX ATTEMPTS")
+	printf(tw, "TYPE\tPENDING\tRUNNING\tFINISHED\tPAUSED\tACTIVITY TIMEOUT\tMAX ATTEMPTS\n")
 	var bad []*httpapi.TypeInfo
 	for _, t := range ts {
 		if t.Error != "" {
 			bad = append(bad, t)
 			if t.Name != "" {
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t?\t?\t?\n", t.Name, t.Pending, t.Running, t.Finished)
+				printf(tw, "%s\t%d\t%d\t%d\t?\t?\t?\n", t.Name, t.Pending, t.Running, t.Finished)
 			}
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%v\t%s\t%d\n", t.Name, t.Pending, t.Running, t.Finished, t.Settings.Paused,
+		printf(tw, "%s\t%d\t%d\t%d\t%v\t%s\t%d\n", t.Name, t.Pending, t.Running, t.Finished, t.Settings.Paused,
 			time.Duration(t.Settings.ActivityTimeout), t.Settings.Retry.MaxAttempts)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	for _, t := range bad {
-		fmt.Fprintf(c.stderr, "unreadable: %s\n", t.Error)
+		printf(c.stderr, "unreadable: %s\n", t.Error)
 	}
 	if len(bad) > 0 {
-		fmt.Fprintln(c.stderr, "settings that cannot be read are replaced by the type's settings in the config at the next start, or by PUT /v1/types/TYPE")
+		printf(c.stderr, "settings that cannot be read are replaced by the type's settings in the config at the next start, or by PUT /v1/types/TYPE\n")
 	}
 	return nil
 }
@@ -658,5 +661,6 @@ func printJSONError(w io.Writer, err error, context string) {
 	if context != "" {
 		out.Message = context + ": " + out.Message
 	}
-	json.NewEncoder(w).Encode(out)
+	b, _ := json.Marshal(out)
+	w.Write(append(jsonText(b), '\n'))
 }

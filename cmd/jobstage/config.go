@@ -1,7 +1,7 @@
 package main
 
 import (
-	"fmt"
+	"io"
 
 	"github.com/jobstage/jobstage/config"
 )
@@ -19,20 +19,20 @@ func (c *cli) config(args []string) error {
 		}
 		problems := config.Lint(pos[0])
 		for _, p := range problems {
-			fmt.Fprintln(c.stderr, p.String())
+			printf(c.stderr, "%s\n", p.String())
 		}
 		if len(problems) > 0 {
-			fmt.Fprintf(c.stderr, "%s: %d problem(s)\n", pos[0], len(problems))
+			printf(c.stderr, "%s: %d problem(s)\n", pos[0], len(problems))
 			return errReported
 		}
-		fmt.Fprintf(c.stdout, "%s: ok\n", pos[0])
+		printf(c.stdout, "%s: ok\n", pos[0])
 		return nil
 	case "docs":
 		fs := c.newFlags("config docs", "")
 		if _, err := parse(fs, args[1:], 0, 0); err != nil {
 			return err
 		}
-		fmt.Fprint(c.stdout, config.Docs())
+		io.WriteString(c.stdout, config.Docs()) // the schema's text, written as it is
 		return nil
 	}
 	return usagef("unknown config subcommand %q: want lint or docs", args[0])

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"os"
 	"time"
@@ -33,7 +32,11 @@ func (c *cli) events(args []string) error {
 	for {
 		err := cl.Events(c.ctx, types, *cursor, func(e httpapi.Event) error {
 			retry = time.Second
-			if e.Kind != "ready" {
+			// Every event that carries a cursor (ready, reset, job) is
+			// where a reconnection goes on from: one that drops before
+			// any job event resumes from the ready event's, so the
+			// changes committed meanwhile are not missed.
+			if e.Cursor != "" {
 				*cursor = e.Cursor
 			}
 			if cf.json {
@@ -41,7 +44,7 @@ func (c *cli) events(args []string) error {
 					Kind string `json:"event"`
 					httpapi.Event
 				}{e.Kind, e})
-				fmt.Fprintf(c.stdout, "%s\n", b)
+				c.stdout.Write(append(jsonText(b), '\n'))
 			} else {
 				switch e.Kind {
 				case "job":
@@ -49,11 +52,11 @@ func (c *cli) events(args []string) error {
 					if e.Outcome != "" {
 						state += " (" + e.Outcome + ")"
 					}
-					fmt.Fprintf(c.stdout, "%s %s %s %s attempt %d\n", e.At.Format(time.RFC3339Nano), e.Type, e.ID, state, e.Attempts)
+					printf(c.stdout, "%s %s %s %s attempt %d\n", e.At.Format(time.RFC3339Nano), e.Type, e.ID, state, e.Attempts)
 				case "reset":
-					fmt.Fprintf(c.stdout, "reset: %s\n", e.Reason)
+					printf(c.stdout, "reset: %s\n", e.Reason)
 				case "ready":
-					fmt.Fprintf(c.stderr, "following from cursor %s\n", e.Cursor)
+					printf(c.stderr, "following from cursor %s\n", e.Cursor)
 				}
 			}
 			if e.Kind == "job" {
@@ -73,7 +76,7 @@ func (c *cli) events(args []string) error {
 		if errors.As(err, &ae) && ae.Status != http.StatusServiceUnavailable {
 			return err // refused: trying again changes nothing
 		}
-		fmt.Fprintf(c.stderr, "stream ended (%v); again in %s from cursor %s\n", err, retry, *cursor)
+		printf(c.stderr, "stream ended (%v); again in %s from cursor %s\n", err, retry, *cursor)
 		select {
 		case <-time.After(retry):
 		case <-c.ctx.Done():

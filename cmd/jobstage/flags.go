@@ -13,7 +13,7 @@ func (c *cli) newFlags(name, args string) *flag.FlagSet {
 	fs := flag.NewFlagSet("jobstage "+name, flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(c.stderr, "usage: jobstage %s %s\n", name, args)
+		printf(c.stderr, "usage: jobstage %s %s\n", name, args)
 		fs.PrintDefaults()
 	}
 	return fs

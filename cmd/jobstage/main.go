@@ -123,7 +123,7 @@ func signalContexts() (ctx, force context.Context) {
 // never).
 func run(ctx, force context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		io.WriteString(stderr, usage)
 		return 2
 	}
 	if force == nil {
@@ -159,10 +159,11 @@ func run(ctx, force context.Context, args []string, stdin io.Reader, stdout, std
 	case "version":
 		err = env.version(rest)
 	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
+		io.WriteString(stdout, usage)
 		return 0
 	default:
-		fmt.Fprintf(stderr, "jobstage: unknown command %q\n\n%s", cmd, usage)
+		printf(stderr, "jobstage: unknown command \"%s\"\n\n", cmd)
+		io.WriteString(stderr, usage)
 		return 2
 	}
 	switch {
@@ -171,7 +172,7 @@ func run(ctx, force context.Context, args []string, stdin io.Reader, stdout, std
 	case errors.Is(err, errHelp):
 		return 0
 	case errors.Is(err, errUsage):
-		fmt.Fprintf(stderr, "jobstage %s: %v\n", args[0], err)
+		printf(stderr, "jobstage %s: %v\n", args[0], err)
 		return 2
 	case errors.Is(err, errReported):
 		return 1
@@ -189,7 +190,7 @@ func run(ctx, force context.Context, args []string, stdin io.Reader, stdout, std
 		if wantsJSON(args) {
 			printJSONError(stderr, err, strings.Join(context, ": "))
 		} else {
-			fmt.Fprintf(stderr, "jobstage %s: %s\n", args[0], strings.Join(append(context, apiError(err)), ": "))
+			printf(stderr, "jobstage %s: %s\n", args[0], strings.Join(append(context, apiError(err)), ": "))
 		}
 		return 1
 	}

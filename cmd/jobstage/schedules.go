@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"text/tabwriter"
 	"time"
 
@@ -47,7 +46,7 @@ func (c *cli) schedules(args []string) error {
 		if cf.json {
 			return c.printJSON(map[string]any{"deleted": pos[0]})
 		}
-		fmt.Fprintf(c.stdout, "deleted schedule %s\n", pos[0])
+		printf(c.stdout, "deleted schedule %s\n", pos[0])
 		return nil
 	}
 	if err != nil {
@@ -63,12 +62,12 @@ func (c *cli) schedules(args []string) error {
 // listed by name, and why on stderr.
 func (c *cli) printSchedules(list []httpapi.Schedule) error {
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SCHEDULE\tTYPE\tWHEN\tMISSED\tPAUSED\tNEXT\tLAST JOB\tFIRED\tSKIPPED")
+	printf(tw, "SCHEDULE\tTYPE\tWHEN\tMISSED\tPAUSED\tNEXT\tLAST JOB\tFIRED\tSKIPPED\n")
 	var bad []httpapi.Schedule
 	for _, s := range list {
 		if s.Error != "" {
 			bad = append(bad, s)
-			fmt.Fprintf(tw, "%s\t?\t?\t?\t?\t?\t?\t?\t?\n", s.Name)
+			printf(tw, "%s\t?\t?\t?\t?\t?\t?\t?\t?\n", s.Name)
 			continue
 		}
 		when := "every " + s.Every
@@ -86,13 +85,13 @@ func (c *cli) printSchedules(list []httpapi.Schedule) error {
 		if last == "" {
 			last = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\t%s\t%d\t%d\n", s.Name, s.Type, when, s.Missed, s.Paused, next, last, s.Fired, s.Skipped)
+		printf(tw, "%s\t%s\t%s\t%s\t%v\t%s\t%s\t%d\t%d\n", s.Name, s.Type, when, s.Missed, s.Paused, next, last, s.Fired, s.Skipped)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	for _, s := range bad {
-		fmt.Fprintf(c.stderr, "unreadable: %s (declare it again, or: jobstage schedules delete %s)\n", s.Error, s.Name)
+		printf(c.stderr, "unreadable: %s (declare it again, or: jobstage schedules delete %s)\n", s.Error, s.Name)
 	}
 	return nil
 }

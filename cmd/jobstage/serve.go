@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"time"
 
@@ -35,9 +34,9 @@ func (c *cli) serve(args []string) error {
 		var ce *config.Error
 		if errors.As(err, &ce) {
 			for _, p := range ce.Problems {
-				fmt.Fprintln(c.stderr, p.String())
+				printf(c.stderr, "%s\n", p.String())
 			}
-			fmt.Fprintf(c.stderr, "jobstage serve: %s: %d problem(s); nothing started (check with: jobstage config lint %s)\n",
+			printf(c.stderr, "jobstage serve: %s: %d problem(s); nothing started (check with: jobstage config lint %s)\n",
 				*path, len(ce.Problems), *path)
 			return errReported
 		}

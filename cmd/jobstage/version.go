@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"runtime"
 	"runtime/debug"
 )
@@ -17,11 +16,11 @@ func (c *cli) version(args []string) error {
 	if *asJSON {
 		return json.NewEncoder(c.stdout).Encode(v)
 	}
-	fmt.Fprintf(c.stdout, "jobstage %s", v.Version)
+	printf(c.stdout, "jobstage %s", v.Version)
 	if v.Revision != "" {
-		fmt.Fprintf(c.stdout, " (%s%s)", v.Revision, map[bool]string{true: ", modified"}[v.Modified])
+		printf(c.stdout, " (%s%s)", v.Revision, map[bool]string{true: ", modified"}[v.Modified])
 	}
-	fmt.Fprintf(c.stdout, " %s %s/%s\n", v.Go, runtime.GOOS, runtime.GOARCH)
+	printf(c.stdout, " %s %s/%s\n", v.Go, runtime.GOOS, runtime.GOARCH)
 	return nil
 }
 

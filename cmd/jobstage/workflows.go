@@ -119,9 +119,9 @@ func (c *cli) printWorkflow(cf *clientFlags, w *httpapi.Workflow) error {
 	case w.Canceled:
 		status = "canceled"
 	}
-	fmt.Fprintf(c.stdout, "workflow %s (%s, policy %s)\n", w.ID, status, w.Policy)
+	printf(c.stdout, "workflow %s (%s, policy %s)\n", w.ID, status, w.Policy)
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tTYPE\tSTATE\tDEPENDS ON\tID")
+	printf(tw, "JOB\tTYPE\tSTATE\tDEPENDS ON\tID\n")
 	for _, n := range w.Jobs {
 		st := n.State
 		switch {
@@ -136,7 +136,7 @@ func (c *cli) printWorkflow(cf *clientFlags, w *httpapi.Workflow) error {
 		if deps == "" {
 			deps = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.Name, n.Type, st, deps, n.ID)
+		printf(tw, "%s\t%s\t%s\t%s\t%s\n", n.Name, n.Type, st, deps, n.ID)
 	}
 	return tw.Flush()
 }

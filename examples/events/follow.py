@@ -68,10 +68,12 @@ def main():
         try:
             for name, ev in events(args.server.rstrip("/"), token, args.types, cursor):
                 pause = 1
+                # Every event with a cursor (ready too) is where a
+                # reconnection goes on from; an error event has none.
+                cursor = ev.get("cursor") or cursor
                 if name == "ready":
                     print("following from", ev["cursor"], flush=True)
                     continue
-                cursor = ev["cursor"]
                 if name == "reset":
                     print("reset:", ev.get("reason", ""), flush=True)
                     state.clear()

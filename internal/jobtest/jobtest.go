@@ -160,3 +160,50 @@ func Seed(t testing.TB) uint64 {
 	}
 	return uint64(time.Now().UnixNano())
 }
+
+// RenameJob gives the job from of typ, in a store with fdbq's default
+// prefix, the id to, as an earlier version that let that id in would have
+// written it: every key of the queue naming the job by its id (its
+// record and its index entries) is moved to the same key naming it to.
+// A job's record does not hold its id, and its zone is stored in it, so
+// the job is then to. It fails the test when no key names from.
+func RenameJob(t testing.TB, db *kv.DB, typ, from, to string) {
+	t.Helper()
+	root := tuple.FromBytes(fdbq.DefaultPrefix)
+	moved := 0
+	if err := db.Transact(context.Background(), func(tx kv.Tx) error {
+		moved = 0
+		kvs, err := tx.GetRange(root.Range(), kv.RangeOptions{})
+		if err != nil {
+			return err
+		}
+		for _, x := range kvs {
+			tup, err := root.Unpack(x.Key)
+			if err != nil || len(tup) < 3 || tup[1] != typ {
+				continue
+			}
+			renamed := false
+			for i := 2; i < len(tup); i++ {
+				if s, ok := tup[i].(string); ok && s == from {
+					tup[i], renamed = to, true
+				}
+			}
+			if !renamed {
+				continue
+			}
+			key, err := root.Pack(tup)
+			if err != nil {
+				return err
+			}
+			tx.Clear(x.Key)
+			tx.Set(key, x.Value)
+			moved++
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("renaming job %s/%s to %q: %v", typ, from, to, err)
+	}
+	if moved == 0 {
+		t.Fatalf("renaming job %s/%s to %q: no key names it", typ, from, to)
+	}
+}

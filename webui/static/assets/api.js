@@ -37,18 +37,27 @@ export async function api(method, path, body) {
 
 const seg = encodeURIComponent;
 
+// A browser removes the dot segments "." and ".." from a path, even sent
+// escaped (%2E%2E), so a job an earlier version stored under such an id
+// is named by the routes' query form, /v1/types/{type}/job?id=….
+const dotSegment = (s) => s === '.' || s === '..';
+
 export const paths = {
   types: () => '/v1/types',
   type: (t) => `/v1/types/${seg(t)}`,
   stats: (t) => `/v1/types/${seg(t)}/stats`,
   jobs: (t, q) => `/v1/types/${seg(t)}/jobs${q ? `?${new URLSearchParams(q)}` : ''}`,
-  job: (t, id) => `/v1/types/${seg(t)}/jobs/${seg(id)}`,
+  // job is a job's route, or with action its …/cancel or …/requeue.
+  job: (t, id, action) => (dotSegment(id)
+    ? `/v1/types/${seg(t)}/job${action ? `/${action}` : ''}?id=${seg(id)}`
+    : `/v1/types/${seg(t)}/jobs/${seg(id)}${action ? `/${action}` : ''}`),
   parents: (t, id) => `/v1/types/${seg(t)}/jobs/${seg(id)}/parents`,
   schedules: () => '/v1/schedules',
   workflow: (id) => `/v1/workflows/${seg(id)}`,
-  events: (types) => {
+  events: (types, cursor) => {
     const q = new URLSearchParams();
     for (const t of types) q.append('type', t);
+    if (cursor) q.set('cursor', cursor);
     const s = q.toString();
     return `/v1/events${s ? `?${s}` : ''}`;
   },

@@ -18,10 +18,10 @@ const activity = new Map(); // type → Map(minute → {ok, failed})
 const activityMinutes = 30;
 
 const live = new Live({
-  onStatus: (status) => {
+  onStatus: (status, text) => {
     const el = document.getElementById('live');
-    el.textContent = `live: ${status}`;
-    el.className = `live ${status === 'on' ? 'on' : 'off'}`;
+    el.textContent = `live: ${text ?? status}`;
+    el.className = `live ${status === 'on' || status === 'paused' ? status : 'off'}`;
     el.dataset.status = status;
   },
   onEvent: (ev) => {
@@ -373,10 +373,10 @@ function jobView(type, id) {
       if (!fresh()) return;
       const actions = h('div', { class: 'actions', id: 'job-actions' });
       if (can.cancel && (j.state === 'pending' || j.state === 'running')) {
-        actions.append(button('Cancel', { id: 'cancel' }, () => api('POST', `${paths.job(type, id)}/cancel`)));
+        actions.append(button('Cancel', { id: 'cancel' }, () => api('POST', paths.job(type, id, 'cancel'))));
       }
       if (can.requeue && j.state === 'finished') {
-        actions.append(button(j.outcome === 'failed' ? 'Retry' : 'Requeue', { id: 'requeue' }, () => api('POST', `${paths.job(type, id)}/requeue`)));
+        actions.append(button(j.outcome === 'failed' ? 'Retry' : 'Requeue', { id: 'requeue' }, () => api('POST', paths.job(type, id, 'requeue'))));
       }
       if (can.remove) {
         const del = h('button', { type: 'button', id: 'delete', class: 'danger' }, confirmDelete ? 'Really delete' : 'Delete');
