@@ -301,3 +301,33 @@ func TestNoTokensChecksHost(t *testing.T) {
 		t.Fatalf("with tokens, Host evil.example: %d", resp.StatusCode)
 	}
 }
+
+// A request that changes something, sent to a path that is not clean,
+// is refused rather than redirected: a client that follows redirects
+// would send it to the cleaned path's route, which may be another one
+// (…/jobs/x/../../pause is a pause). A GET is still redirected.
+func TestUncleanPathNotRedirected(t *testing.T) {
+	e := newEnv(t, httpapi.Options{Tokens: testTokens})
+	ctx := context.Background()
+	auth := []string{"Authorization", "Bearer admin-secret"}
+	for _, p := range []string{"/v1/types/email/jobs/x/../../pause", "/v1/types/email//pause", "/v1/types/email/./pause"} {
+		wantError(t, e.req("POST", p, "", auth...), http.StatusBadRequest, httpapi.CodeInvalid, "not clean")
+		// A client that follows redirects gets the same answer.
+		req, _ := http.NewRequest("POST", e.url+p, nil)
+		req.Header.Set("Authorization", "Bearer admin-secret")
+		resp, err := e.hs.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("POST %s, following redirects: %d", p, resp.StatusCode)
+		}
+	}
+	if info, err := e.q.GetType(ctx, e.db, "email"); err != nil || info.Settings.Paused {
+		t.Fatalf("type email after the requests: %+v, %v; want not paused", info, err)
+	}
+	if a := e.req("GET", "/v1/types/email/jobs/x/../../stats", "", auth...); a.status < 300 || a.status >= 400 || a.header.Get("Location") != "/v1/types/email/stats" {
+		t.Fatalf("GET of an unclean path: %d %v", a.status, a.header)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -359,6 +360,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.observe("unmatched", rec, start)
 		return
 	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && !cleanPath(r.URL.EscapedPath()) {
+		// The mux would redirect to the cleaned path, and a client that
+		// follows the redirect would send the request to that path's
+		// route, which may be another (…/x/../../pause is a pause): a
+		// request that changes something is refused instead.
+		s.refuse(rec, &APIError{Status: http.StatusBadRequest, Code: CodeInvalid,
+			Message: fmt.Sprintf("the path %s is not clean (a . or .. segment, or an empty one): send the path it stands for", quoteOrigin(r.URL.EscapedPath()))})
+		s.observe("unmatched", rec, start)
+		return
+	}
 	if _, pattern := s.mux.Handler(r); pattern == "" {
 		s.unmatched(rec, r)
 		s.observe("unmatched", rec, start)
@@ -370,6 +381,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		route = "unmatched" // the mux redirected to a cleaned path
 	}
 	s.observe(route, rec, start)
+}
+
+// cleanPath reports whether p is as the mux's path cleaning leaves it:
+// no . or .. segment, no empty one, a trailing slash kept.
+func cleanPath(p string) bool {
+	if p == "" || p[0] != '/' {
+		return false
+	}
+	c := path.Clean(p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	return c == p
 }
 
 func (s *Server) observe(route string, rec *recorder, start time.Time) {
