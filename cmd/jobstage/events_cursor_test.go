@@ -170,3 +170,57 @@ func resumesFromReady(t *testing.T, want string, follow func(ctx context.Context
 		t.Fatalf("reconnected from cursor %q; printed:\n%s%s", from, r.out, r.errOut)
 	}
 }
+
+// The Python example prints what the stream carries with control and
+// bidi characters escaped: a job id may hold a right-to-left override,
+// which would otherwise turn the rest of the line around.
+func TestFollowPyEscapes(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3")
+	}
+	ctx := context.Background()
+	db := jobtest.OpenDB(t)
+	q := fdbq.New(db, fdbq.Options{})
+	if err := q.SetType(ctx, db, "email", fdbq.DefaultTypeSettings()); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := httpapi.New(q, httpapi.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	py := exec.CommandContext(rctx, python, filepath.Join("..", "..", "examples", "events", "follow.py"), "--count", "1", "--server", hs.URL, "email")
+	stdout, err := py.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errOut bytes.Buffer
+	py.Stderr = &errOut
+	if err := py.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	buf := make([]byte, 4096)
+	for !strings.Contains(out.String(), "following from") {
+		n, err := stdout.Read(buf)
+		out.Write(buf[:n])
+		if err != nil {
+			t.Fatalf("follow.py ended before it was ready: %v; %s %s", err, out.String(), errOut.String())
+		}
+	}
+	if _, err := q.Add(ctx, db, fdbq.NewJob{Type: "email", ID: "order-\u202e1234"}); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := io.ReadAll(stdout)
+	out.Write(rest)
+	if err := py.Wait(); err != nil {
+		t.Fatalf("follow.py: %v; %s %s", err, out.String(), errOut.String())
+	}
+	if got := out.String(); strings.ContainsRune(got, '\u202e') || !strings.Contains(got, `email order-\u202e1234 pending`) {
+		t.Fatalf("follow.py printed %q, want the id with its override escaped", got)
+	}
+}

@@ -22,6 +22,19 @@ import urllib.parse
 import urllib.request
 
 
+def shown(s):
+    """s with control and bidi characters escaped, so that a job's id or
+    an error cannot drive the terminal."""
+    out = []
+    for ch in str(s):
+        o = ord(ch)
+        if o < 0x20 or 0x7F <= o < 0xA0 or 0x202A <= o <= 0x202E or 0x2066 <= o <= 0x2069:
+            out.append("\\x%02x" % o if o < 0x100 else "\\u%04x" % o)
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
 def request(url, token, headers=None):
     req = urllib.request.Request(url, headers=headers or {})
     if token:
@@ -75,11 +88,11 @@ def main():
                     print("following from", ev["cursor"], flush=True)
                     continue
                 if name == "reset":
-                    print("reset:", ev.get("reason", ""), flush=True)
+                    print("reset:", shown(ev.get("reason", "")), flush=True)
                     state.clear()
                     continue
                 if name == "error":
-                    print("the server ended the stream:", ev.get("error"), file=sys.stderr, flush=True)
+                    print("the server ended the stream:", shown(ev.get("error")), file=sys.stderr, flush=True)
                     break
                 if ev["state"] == "removed":
                     state.pop((ev["type"], ev["id"]), None)
@@ -88,16 +101,16 @@ def main():
                 tally = {s: 0 for s in ("pending", "running", "finished")}
                 for s in state.values():
                     tally[s] = tally.get(s, 0) + 1
-                outcome = " (%s)" % ev["outcome"] if ev.get("outcome") else ""
+                outcome = " (%s)" % shown(ev["outcome"]) if ev.get("outcome") else ""
                 print("%s %s %s%s attempt %d  [%d pending, %d running, %d finished]" % (
-                    ev["type"], ev["id"], ev["state"], outcome, ev.get("attempts", 0),
+                    shown(ev["type"]), shown(ev["id"]), shown(ev["state"]), outcome, ev.get("attempts", 0),
                     tally["pending"], tally["running"], tally["finished"]), flush=True)
                 seen += 1
                 if args.count and seen >= args.count:
                     return 0
         except urllib.error.HTTPError as e:
             body = e.read().decode("utf-8", "replace")
-            print("refused: %d %s" % (e.code, body), file=sys.stderr, flush=True)
+            print("refused: %d %s" % (e.code, shown(body)), file=sys.stderr, flush=True)
             if e.code != 503:
                 return 1
         except (urllib.error.URLError, ConnectionError, TimeoutError) as e:
