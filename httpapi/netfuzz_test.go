@@ -165,7 +165,8 @@ var (
 		"%e2%98%83", "é", "a%0d%0ab", strings.Repeat("x", 300), "%", "%zz", "a?b", "a#b", "{type}"}
 	fuzzQueries = []string{"", "", "?timeout=0s", "?timeout=10ms", "?timeout=-1s", "?timeout=9999h", "?timeout=x",
 		"?state=running&timeout=0s", "?state=nope&timeout=0s", "?limit=0", "?limit=1001", "?limit=5&state=finished",
-		"?cursor=%ff", "?cursor=zzz", "?a=b&timeout=0s", "?%zz", "?timeout=1ms&timeout=2ms", "?state="}
+		"?cursor=%ff", "?cursor=zzz", "?a=b&timeout=0s", "?%zz", "?timeout=1ms&timeout=2ms", "?state=",
+		"?limit=200", "?limit=201&after=k", "?after=%ff", "?after=a%01b", "?after=k&limit=1", "?after=", "?after=%e2%80%ae"}
 	fuzzBodies = []string{``, `{}`, `[]`, `null`, `{"id":"j","data":{"a":1}}`, `[{"data":1},{"id":"b"}]`,
 		`{"max":2,"wait":"0s"}`, `{"max":0}`, `{"max":"1"}`, `{"lock":"x","progress":1}`, `{"lock":"x","result":{}}`,
 		`{"lock":"x","error":"e"}`, `{"retention":"1h","paused":true}`, `{"retry":{"max_attempts":0}}`,
