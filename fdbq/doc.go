@@ -286,6 +286,15 @@
 // per-key bound; the type's MaxRunning bounds every job, and makes every
 // accept of the type conflict with every start and end of its jobs.
 //
+// Keys shows an operator a type's keys a page at a time, in key order:
+// those with marked zones (P, 15), those with running counts (P, 16) and
+// those the settings name, each with the policy that applies, its marked
+// zones, its running jobs and its rate window (P, 17). A page reads from
+// the page's first key on, taking the next key of each of the two
+// subspaces and of the named ones in turn, never the whole of the type's
+// zones; the jobs without a key, which have no running count, come first
+// on the first page.
+//
 // # Stale detection
 //
 // No wall clock decides that a running job is stale: not the worker's,

@@ -119,6 +119,22 @@ func (c *Client) List(ctx context.Context, typ string, o ListOptions) (*Page, er
 	return &out, nil
 }
 
+// Keys returns a page of the type's fairness keys.
+func (c *Client) Keys(ctx context.Context, typ string, o KeysOptions) (*KeyPage, error) {
+	q := url.Values{}
+	if o.Limit != 0 {
+		q.Set("limit", strconv.Itoa(o.Limit))
+	}
+	if o.After != "" {
+		q.Set("after", o.After)
+	}
+	var out KeyPage
+	if err := c.do(ctx, http.MethodGet, typePath(typ)+"/keys", q, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // Cancel finishes a pending or running job as canceled and returns it.
 func (c *Client) Cancel(ctx context.Context, typ, id string) (*Job, error) {
 	var out Job

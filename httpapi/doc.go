@@ -16,6 +16,7 @@
 //	GET    /v1/types/{type}/jobs/{id}/wait?state=finished&timeout=30s   long poll
 //	GET    /v1/types                              types, settings, counts
 //	GET    /v1/types/{type}/stats                 the oldest due pending job (fdbq.Queue.OldestDue)
+//	GET    /v1/types/{type}/keys?limit=&after=    a page of the type's fairness keys (fdbq.Queue.Keys)
 //	PUT    /v1/types/{type}                       register or change a type → 201 (new) or 200
 //	POST   /v1/types/{type}/pause, …/resume       → the type
 //	POST   /v1/workflows                          {"id"?, "policy"?, "jobs": [{name, type, data, depends_on}]} → 201 the workflow
@@ -102,6 +103,7 @@
 //
 //	route                                   producer  worker  metrics
 //	enqueue, list, cancel, requeue, wait    yes       no      no
+//	list a type's keys                      yes       no      no
 //	list and get schedules                  yes       no      no
 //	add, get, wait, cancel a workflow       yes       no      no
 //	a job's parents                         yes       yes     no

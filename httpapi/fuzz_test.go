@@ -3,10 +3,14 @@ package httpapi_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -169,6 +173,73 @@ func FuzzServer(f *testing.F) {
 		e.srv.ServeHTTP(rec, req)
 		if rec.Code >= 500 {
 			t.Fatalf("%s %s %q: %d %s", r.method, r.path, body, rec.Code, rec.Body)
+		}
+	})
+}
+
+// FuzzKeysQuery sends fuzzed limit and after parameters to the keys route
+// of a type with keyed jobs: never a 5xx; a 400 is invalid; a 200 is a
+// page of at most limit keys, in order, after after.
+func FuzzKeysQuery(f *testing.F) {
+	e := newEnv(f, httpapi.Options{})
+	ctx := context.Background()
+	var jobs []fdbq.NewJob
+	for i := range 20 {
+		jobs = append(jobs, fdbq.NewJob{Type: "email", ID: fmt.Sprint("j", i), Key: fmt.Sprintf("k%02d", i%7)})
+	}
+	jobs = append(jobs, fdbq.NewJob{Type: "email", ID: "none"})
+	if _, err := e.q.AddBatch(ctx, e.db, jobs); err != nil {
+		f.Fatal(err)
+	}
+	for _, c := range [][2]string{{"", ""}, {"1", ""}, {"2", "k01"}, {"200", "k06"}, {"201", ""}, {"0", ""}, {"-1", ""},
+		{"x", ""}, {"1", "\xff"}, {"1", "a\x01"}, {"", "\u202e"}, {"9999999999999999999999", ""}, {" 1", ""}, {"1", strings.Repeat("k", 129)}} {
+		f.Add(c[0], c[1])
+	}
+	f.Fuzz(func(t *testing.T, limit, after string) {
+		q := url.Values{}
+		if limit != "" {
+			q.Set("limit", limit)
+		}
+		if after != "" {
+			q.Set("after", after)
+		}
+		req := httptest.NewRequest("GET", "http://127.0.0.1/v1/types/email/keys?"+q.Encode(), nil)
+		req.RemoteAddr = "127.0.0.1:1"
+		rec := httptest.NewRecorder()
+		e.srv.ServeHTTP(rec, req)
+		switch rec.Code {
+		case 200:
+			var p httpapi.KeyPage
+			if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil {
+				t.Fatalf("limit %q after %q: %v: %s", limit, after, err, rec.Body)
+			}
+			n, _ := strconv.Atoi(limit)
+			if n == 0 {
+				n = fdbq.DefaultKeysLimit
+			}
+			listed := 0
+			for i, k := range p.Keys {
+				if k.Key == "" {
+					if i != 0 || after != "" {
+						t.Fatalf("limit %q after %q: the jobs without a key at %d", limit, after, i)
+					}
+					continue
+				}
+				listed++
+				if k.Key <= after || (i > 0 && k.Key <= p.Keys[i-1].Key) {
+					t.Fatalf("limit %q after %q: keys out of order: %s", limit, after, rec.Body)
+				}
+			}
+			if listed > n {
+				t.Fatalf("limit %q after %q: %d keys", limit, after, listed)
+			}
+		case 400:
+			var ae httpapi.APIError
+			if json.Unmarshal(rec.Body.Bytes(), &ae) != nil || ae.Code != httpapi.CodeInvalid {
+				t.Fatalf("limit %q after %q: %s", limit, after, rec.Body)
+			}
+		default:
+			t.Fatalf("limit %q after %q: %d %s", limit, after, rec.Code, rec.Body)
 		}
 	})
 }

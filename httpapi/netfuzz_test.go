@@ -172,7 +172,8 @@ var (
 		"?since=x", "?until=2030-01-02T15:04:05+02:00", "?until=2030-01-02T15:04:05%2B02:00&state=running", "?since=0000-01-01T00:00:00Z",
 		"?until=9999-12-31T23:59:59.999999999-23:59", "?since=2030-02-30T00:00:00Z", "?key=k&id_prefix=j&limit=1&cursor=AAAA.BBBB",
 		"?cursor=.&key=", "?cursor=..&since=2020-01-01T00:00:00Z", "?key=" + strings.Repeat("k", 129), "?id_prefix=" + strings.Repeat("%e2%98%83", 90),
-		"?state=pending&key=&id_prefix=&since=&until="}
+		"?state=pending&key=&id_prefix=&since=&until=",
+		"?limit=200", "?limit=201&after=k", "?after=%ff", "?after=a%01b", "?after=k&limit=1", "?after=", "?after=%e2%80%ae"}
 	fuzzBodies = []string{``, `{}`, `[]`, `null`, `{"id":"j","data":{"a":1}}`, `[{"data":1},{"id":"b"}]`,
 		`{"max":2,"wait":"0s"}`, `{"max":0}`, `{"max":"1"}`, `{"lock":"x","progress":1}`, `{"lock":"x","result":{}}`,
 		`{"lock":"x","error":"e"}`, `{"retention":"1h","paused":true}`, `{"retry":{"max_attempts":0}}`,

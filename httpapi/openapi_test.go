@@ -174,6 +174,9 @@ func TestOpenAPISchemas(t *testing.T) {
 		"Whoami":           httpapi.Whoami{},
 		"LoginRequest":     httpapi.LoginRequest{},
 		"TypeStats":        httpapi.TypeStats{},
+		"KeyPage":          httpapi.KeyPage{},
+		"KeyInfo":          httpapi.KeyInfo{},
+		"RateWindow":       httpapi.RateWindow{},
 	} {
 		s, ok := doc.Components.Schemas[name]
 		if !ok {

@@ -6,6 +6,7 @@
 //	jobstage enqueue TYPE --file jobs.jsonl    add many, one JSON job per line
 //	jobstage get TYPE ID                       show a job
 //	jobstage list TYPE [--state S] [--key K]   list jobs (--id-prefix, --since, --until filter them)
+//	jobstage keys TYPE [--after K]             list a type's fairness keys
 //	jobstage wait TYPE ID                      wait until a job finishes
 //	jobstage cancel|requeue|delete TYPE ID     change a job
 //	jobstage types                             list job types with their counts
@@ -54,6 +55,7 @@ commands:
   get TYPE ID                show a job
   list TYPE                  list jobs (--state, --limit, --cursor, --all; filters:
                              --key, --id-prefix, --since, --until)
+  keys TYPE                  list a type's fairness keys: policy, ready zones, running, rate (--limit, --after, --all)
   wait TYPE ID               wait until a job is finished (--timeout)
   cancel TYPE ID             cancel a pending or running job
   requeue TYPE ID            run a failed or canceled job again
@@ -140,6 +142,8 @@ func run(ctx, force context.Context, args []string, stdin io.Reader, stdout, std
 		err = env.jobCommand(cmd, rest)
 	case "list":
 		err = env.list(rest)
+	case "keys":
+		err = env.keys(rest)
 	case "wait":
 		err = env.wait(rest)
 	case "types":

@@ -711,3 +711,99 @@ func TestUIQuickstart(t *testing.T) {
 		t.Fatalf("after the retry: %+v (%v); before: %+v", j2, err, j)
 	}
 }
+
+// TestUIKeys: a type's keys view, reached from the keys tab of its jobs
+// (which a type without keys does not show), lists its keys a page at a
+// time with their policy, ready zones, running jobs and rate window, and
+// follows a finish without a reload.
+func TestUIKeys(t *testing.T) {
+	e := newUIEnv(t)
+	ctx := context.Background()
+	req, err := http.NewRequest("PUT", e.srv.url+"/v1/types/tenants", strings.NewReader(
+		`{"zones":2,"key_default":{"max_running":5},"keys":{"idle":{"weight":4},"rated":{"max_starts":10,"per":"1h"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+uiAdmin)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 201 {
+		t.Fatalf("PUT tenants: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	enqueue := func(jobs ...httpapi.NewJob) {
+		t.Helper()
+		if _, err := e.admin.EnqueueBatch(ctx, "tenants", jobs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Running: two of rated, one of k05; then the rest ready.
+	enqueue(httpapi.NewJob{ID: "r1", Key: "rated"}, httpapi.NewJob{ID: "r2", Key: "rated"}, httpapi.NewJob{ID: "k05-0", Key: "k05"})
+	var leases []*httpapi.Lease
+	for len(leases) < 3 {
+		ls, err := e.worker.Accept(ctx, "tenants", httpapi.AcceptRequest{Max: 3})
+		if err != nil || len(ls) == 0 {
+			t.Fatalf("accept: %v %v", ls, err)
+		}
+		leases = append(leases, ls...)
+	}
+	var rest []httpapi.NewJob
+	for i := range 30 {
+		rest = append(rest, httpapi.NewJob{ID: fmt.Sprintf("k%02d-1", i), Key: fmt.Sprintf("k%02d", i)})
+	}
+	enqueue(append(rest, httpapi.NewJob{ID: "k05-2", Key: "k05"}, httpapi.NewJob{ID: "plain"})...)
+
+	e.login(uiAdmin)
+	e.do("the keys tab of tenants", e.goTo("#/types/tenants"), visible(`tr.job-row[data-id="plain"]`), visible("#keys-tab"))
+	e.do("the keys view", click("#keys-tab"), visible(`tr.key-row[data-key="k05"]`), visible(`#live[data-status="on"]`))
+	row := func(key, cell string) string { return e.text(fmt.Sprintf(`tr.key-row[data-key=%q] td.%s`, key, cell)) }
+	if n := e.count("tr.key-row"); n != 26 {
+		t.Fatalf("%d rows on the first page, want the jobs without a key and 25 keys\n%s", n, e.pageState())
+	}
+	for _, c := range []struct{ key, cell, want string }{
+		{"", "key", "(no key)"}, {"", "running", "—"}, {"", "policy", "no key"}, {"", "ready", "1"},
+		{"idle", "policy", "named"}, {"idle", "weight", "4"}, {"idle", "running", "0"}, {"idle", "ready", "0"},
+		{"k05", "policy", "default"}, {"k05", "running", "1"}, {"k05", "max-running", "5"}, {"k05", "zones", "2"}, {"k05", "window", "—"},
+		{"k00", "running", "0"}, {"k00", "ready", "1"},
+	} {
+		if got := row(c.key, c.cell); got != c.want {
+			t.Fatalf("key %q, %s: %q, want %q", c.key, c.cell, got, c.want)
+		}
+	}
+	if n := e.count(`tr.key-row[data-key="rated"]`); n != 0 {
+		t.Fatal("rated, the 32nd key, on the first page")
+	}
+	e.screenshot("ui-keys.png")
+	e.do("the next page", click("#keys-next-page"), visible(`tr.key-row[data-key="rated"]`), gone(`tr.key-row[data-key="k05"]`))
+	if n := e.count("tr.key-row"); n != 7 {
+		t.Fatalf("%d rows on the second page, want k24–k29 and rated", n)
+	}
+	if got := row("rated", "window"); !strings.HasPrefix(got, "2 of 10 until ") {
+		t.Fatalf("rated's window: %q", got)
+	}
+	if got := row("rated", "running"); got != "2" {
+		t.Fatalf("rated running: %q", got)
+	}
+	// A finish moves the count, live.
+	for _, l := range leases {
+		if l.Key == "rated" {
+			if err := e.worker.Finish(ctx, l, nil); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	e.do("the finish shows", when(`document.querySelector('tr.key-row[data-key="rated"] td.running')?.textContent === '1'`))
+	e.do("back to the first page", click("#keys-first-page"), visible(`tr.key-row[data-key="k05"]`))
+
+	// A type without keys shows no keys tab; its keys view says so.
+	var loaded string
+	e.eval(`document.getElementById('view').dataset.loaded || '0'`, &loaded)
+	e.do("thumbnail's jobs", e.goTo("#/types/thumbnail"), visible("tr.job-row"),
+		when(fmt.Sprintf(`Number(document.getElementById('view').dataset.loaded) > %s`, loaded)))
+	var hidden bool
+	e.eval(`document.getElementById('keys-tab').hidden`, &hidden)
+	if !hidden {
+		t.Fatal("thumbnail, without keys, shows a keys tab")
+	}
+	e.do("thumbnail's keys view", e.goTo("#/types/thumbnail/keys"), visible("#no-keys"))
+}

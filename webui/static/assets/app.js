@@ -431,6 +431,101 @@ function jobView(type, id) {
   };
 }
 
+// ---- Fairness keys ----
+// A type's keys view (#/types/{type}/keys?after=&limit=) and the tab that
+// leads to it from the type's jobs, shown when the type has keys.
+
+const hrefKeys = (t, q) => `#/types/${encodeURIComponent(t)}/keys${q && Object.keys(q).length ? `?${new URLSearchParams(q)}` : ''}`;
+const keysPath = (t, q) => `${paths.type(t)}/keys?${new URLSearchParams(q)}`;
+
+// hasKeys reads whether a type has fairness keys: keys with jobs, or
+// named policies (the jobs without a key alone are none).
+async function hasKeys(type) {
+  const page = await api('GET', keysPath(type, { limit: 1 }));
+  return page.keys.some((k) => k.key !== '');
+}
+
+// withKeysTab adds to a view of a type's jobs a keys tab, shown while
+// the type has keys, checked at each refresh of the view.
+function withKeysTab(v, type) {
+  const tab = h('a', { href: hrefKeys(type), class: 'tab', id: 'keys-tab', dataset: { state: 'keys' }, hidden: true }, 'keys');
+  view.querySelector('nav.tabs')?.append(tab);
+  const inner = v.refresh;
+  v.refresh = async (fresh) => {
+    const [, show] = await Promise.all([inner(fresh), hasKeys(type).catch(() => false)]);
+    if (fresh()) tab.hidden = !show;
+  };
+  return v;
+}
+
+function keyCells(k) {
+  const p = k.policy;
+  const w = k.window;
+  let win = '—';
+  if (w) {
+    win = w.current
+      ? h('span', {}, `${w.started} of ${p.max_starts} until `, time(w.end))
+      : h('span', { class: 'muted' }, `ended `, time(w.end), ` (${w.started} started)`);
+  }
+  return [
+    h('td', { class: 'key' }, k.key === '' ? h('span', { class: 'muted' }, '(no key)') : k.key),
+    h('td', { class: 'policy' }, k.key === '' ? 'no key' : k.named ? h('span', { class: 'badge named' }, 'named') : 'default'),
+    h('td', { class: 'num weight' }, p.weight),
+    h('td', { class: 'num max-running' }, p.max_running || '—'),
+    h('td', { class: 'max-starts' }, p.max_starts ? `${p.max_starts} per ${p.per}` : '—'),
+    h('td', { class: 'num zones' }, p.zones),
+    h('td', { class: 'num ready' }, k.ready_zones),
+    h('td', { class: 'num running' }, k.running ?? '—'),
+    h('td', { class: 'window' }, win),
+  ];
+}
+
+function typeKeys(type, q) {
+  const after = q.get('after') || '';
+  const limit = ['25', '100', '200'].includes(q.get('limit')) ? q.get('limit') : '25';
+  const head = h('div', { class: 'type-head' });
+  const table = h('table', { id: 'keys-table', class: 'grid' });
+  const pager = h('div', { class: 'pager' });
+  const unreadable = h('div', { id: 'unreadable' });
+  clear(view,
+    h('p', { class: 'crumbs' }, h('a', { href: '#/' }, 'Types'), ' / ', h('a', { href: hrefType(type) }, type), ' / keys'),
+    head,
+    h('nav', { class: 'tabs' },
+      ['pending', 'running', 'finished'].map((s) => h('a', { href: hrefType(type, { state: s }), class: 'tab', dataset: { state: s } }, s)),
+      h('a', { href: hrefKeys(type), class: 'tab current', id: 'keys-tab', dataset: { state: 'keys' } }, 'keys')),
+    h('p', { class: 'hint' }, 'The fairness keys with ready jobs, running jobs or a named policy, in key order: the policy that applies, the zones marked as holding ready jobs, the jobs running and the rate window.'),
+    h('div', { class: 'filters' },
+      h('label', {}, 'Per page ', h('select', { id: 'keys-limit', onchange: (e) => {
+        location.hash = hrefKeys(type, { limit: e.target.value });
+      } }, ['25', '100', '200'].map((n) => h('option', { value: n, selected: n === limit }, n))))),
+    table, unreadable, pager);
+  return {
+    types: [type],
+    wants: (ev) => ev.type === type,
+    async refresh(fresh) {
+      const o = { limit };
+      if (after) o.after = after;
+      const [page, types] = await Promise.all([api('GET', keysPath(type, o)), api('GET', paths.types())]);
+      if (!fresh()) return;
+      renderTypeHead(head, type, types.types.find((t) => t.name === type));
+      const none = !after && !page.keys.some((k) => k.key !== '');
+      clear(table,
+        h('thead', {}, h('tr', {}, ['Key', 'Policy', 'Weight', 'Max running', 'Max starts', 'Zones', 'Ready zones', 'Running', 'Rate window'].map((c) => h('th', {}, c)))),
+        h('tbody', {},
+          page.keys.map((k) => h('tr', { class: 'key-row', dataset: { key: k.key } }, keyCells(k))),
+          none ? h('tr', { class: 'empty', id: 'no-keys' }, h('td', { colspan: 9 }, 'This type has no fairness keys: no job of it has a key, and its settings name none.')) : null,
+          !none && !page.keys.length ? h('tr', { class: 'empty' }, h('td', { colspan: 9 }, 'No key on this page.')) : null));
+      clear(unreadable, (page.unreadable || []).length ? [
+        h('h3', {}, 'Entries that cannot be read'),
+        h('ul', {}, page.unreadable.map((u) => h('li', {}, u.error, ' ', h('code', {}, u.key)))),
+      ] : null);
+      clear(pager,
+        after ? h('a', { href: hrefKeys(type, { limit }), id: 'keys-first-page' }, '« First page') : null,
+        page.next ? h('a', { href: hrefKeys(type, { limit, after: page.next }), id: 'keys-next-page' }, 'Next page »') : null);
+    },
+  };
+}
+
 function schedules() {
   const table = h('table', { id: 'schedules-table', class: 'grid' });
   clear(view, h('h1', {}, 'Periodic schedules'), table);
@@ -517,7 +612,9 @@ function route() {
   });
   let nav = 'overview';
   if (parts[0] === 'types' && parts.length === 2) {
-    current = can.list ? typeJobs(parts[1], q) : forbidden('list jobs');
+    current = can.list ? withKeysTab(typeJobs(parts[1], q), parts[1]) : forbidden('list jobs');
+  } else if (parts[0] === 'types' && parts[2] === 'keys' && parts.length === 3) {
+    current = can.list ? typeKeys(parts[1], q) : forbidden('list keys');
   } else if (parts[0] === 'types' && parts[2] === 'jobs' && parts.length === 4) {
     current = jobView(parts[1], parts[3]);
   } else if (parts[0] === 'schedules') {
