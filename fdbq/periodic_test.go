@@ -537,6 +537,11 @@ func TestSchedulerLoop(t *testing.T) {
 	for len(got) < 2 {
 		select {
 		case tk := <-ticks:
+			if tk.Schedule == "hourly" {
+				// Its ticks are on the hour: a run that begins just
+				// before one sees it.
+				continue
+			}
 			if tk.Schedule != "fast" {
 				t.Fatalf("tick of %s", tk.Schedule)
 			}
