@@ -76,8 +76,10 @@ type AcceptOptions struct {
 const MaxHolderSize = 128
 
 // ValidateHolder reports what is wrong with h as an AcceptOptions.Holder:
-// longer than MaxHolderSize, not UTF-8, or holding a control or format
-// character (which a terminal or a page would act on or hide).
+// longer than MaxHolderSize, not UTF-8, or holding a character that is not
+// printable (unicode.IsPrint: a control, format, line or paragraph
+// separator, other space, private-use or unassigned character, which a
+// terminal, a log or a page would act on or hide).
 func ValidateHolder(h string) error {
 	if len(h) > MaxHolderSize {
 		return errorf(ErrInvalidJob, "holder: %d bytes, more than %d", len(h), MaxHolderSize)
@@ -86,8 +88,8 @@ func ValidateHolder(h string) error {
 		return errorf(ErrInvalidJob, "holder %q is not UTF-8", h)
 	}
 	for _, r := range h {
-		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
-			return errorf(ErrInvalidJob, "holder %q holds the control or format character %U", h, r)
+		if !unicode.IsPrint(r) {
+			return errorf(ErrInvalidJob, "holder %q holds %U, which is not a printable character (letters, marks, numbers, punctuation, symbols and the ASCII space)", h, r)
 		}
 	}
 	return nil

@@ -211,6 +211,11 @@ func (q *Queue) putFrom(tx kv.Tx, typ, id string, old, rec *record, from []byte)
 	}
 	q.countKeyRunning(tx, typ, old, rec)
 	tx.Set(q.k.job(typ, id), b)
+	// The job's event before those of the dependents its change moves,
+	// so that the log, within one commit too, has causes before effects.
+	if err := q.logChange(tx, typ, id, rec); err != nil {
+		return err
+	}
 	if rec.Workflow {
 		// The workflow's dependents learn of the finish in its
 		// transaction: nothing scans for ready work.
@@ -225,7 +230,7 @@ func (q *Queue) putFrom(tx kv.Tx, typ, id string, old, rec *record, from []byte)
 			}
 		}
 	}
-	return q.logChange(tx, typ, id, rec)
+	return nil
 }
 
 // stamp has the commit write its versionstamp to the stamp (rv, token):
@@ -374,12 +379,15 @@ func (q *Queue) drop(tx kv.Tx, typ, id string, old *record) error {
 	q.unindex(tx, typ, id, old)
 	tx.Add(q.k.countShard(typ, old.State, id), -1)
 	tx.Clear(q.k.job(typ, id))
+	if err := q.logChange(tx, typ, id, nil); err != nil {
+		return err
+	}
 	if old.Workflow && old.State != Finished {
 		if err := q.workflowStep(tx, id, OutcomeRemoved); err != nil {
 			return err
 		}
 	}
-	return q.logChange(tx, typ, id, nil)
+	return nil
 }
 
 func (q *Queue) unindex(tx kv.Tx, typ, id string, old *record) {

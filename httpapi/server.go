@@ -495,7 +495,7 @@ func (s *Server) authorize(r *http.Request, rt route) (*caller, *APIError) {
 	}
 	found, via, apiErr := s.credentials(r)
 	if apiErr != nil {
-		if apiErr.Status == http.StatusUnauthorized {
+		if apiErr.guess {
 			s.guesses.failed(r)
 		}
 		return nil, apiErr
@@ -533,7 +533,7 @@ func (s *Server) credentials(r *http.Request) (*tokenEntry, string, *APIError) {
 	}
 	found := s.lookup(strings.TrimSpace(secret))
 	if found == nil {
-		return nil, "", &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "unknown token"}
+		return nil, "", &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "unknown token", guess: true}
 	}
 	return found, AuthBearer, nil
 }

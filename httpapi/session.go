@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -125,7 +126,7 @@ func (s *Server) session(r *http.Request) (*tokenEntry, bool, *APIError) {
 		return nil, false, nil
 	}
 	again := func(why string) (*tokenEntry, bool, *APIError) {
-		return nil, false, &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "the session cookie " + why + ": log in again"}
+		return nil, false, &APIError{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: "the session cookie " + why + ": log in again", guess: true}
 	}
 	parts := strings.Split(c.Value, ".")
 	if len(parts) != 4 || parts[0] != sessionVersion {
@@ -134,7 +135,10 @@ func (s *Server) session(r *http.Request) (*tokenEntry, bool, *APIError) {
 	name, err1 := base64.RawURLEncoding.DecodeString(parts[1])
 	end, err2 := strconv.ParseInt(parts[2], 10, 64)
 	mac, err3 := base64.RawURLEncoding.DecodeString(parts[3])
-	if err1 != nil || err2 != nil || err3 != nil {
+	if err1 != nil || err2 != nil || err3 != nil || strconv.FormatInt(end, 10) != parts[2] ||
+		base64.RawURLEncoding.EncodeToString(name) != parts[1] {
+		// One session has one value: the end as written, the name in
+		// its one encoding.
 		return again("is malformed")
 	}
 	var found *tokenEntry
@@ -147,7 +151,11 @@ func (s *Server) session(r *http.Request) (*tokenEntry, bool, *APIError) {
 		return again("is not signed by a known token")
 	}
 	if s.now().Unix() >= end {
-		return again("has expired")
+		// Signed by the token: not a guess (an open page of a session
+		// that ended must not lock its user out of the next login).
+		_, _, e := again("has expired")
+		e.guess = false
+		return nil, false, e
 	}
 	return found, true, nil
 }
@@ -175,10 +183,17 @@ type guessWindow struct {
 
 // clientHost is the address part of r's client (the whole RemoteAddr if
 // it has no port; "" for a Unix socket).
+//
+// An IPv6 address counts by its /64, which one host usually has whole.
 func clientHost(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		return r.RemoteAddr
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && ip.Unmap().Is6() {
+		if p, err := ip.Unmap().Prefix(64); err == nil {
+			return p.String()
+		}
 	}
 	return host
 }
@@ -210,14 +225,27 @@ func (g *guessLimiter) failed(r *http.Request) {
 	host := clientHost(r)
 	w := g.clients[host]
 	if w == nil || now.Sub(w.start) >= time.Minute || now.Before(w.start) {
-		if len(g.clients) >= maxGuessClients {
-			for h, o := range g.clients {
-				if now.Sub(o.start) >= time.Minute || now.Before(o.start) || len(g.clients) >= maxGuessClients {
-					delete(g.clients, h)
+		if w == nil && len(g.clients) >= maxGuessClients {
+			// Full: drop the windows that are over, then those of
+			// addresses not refused now, down to half, so that the next
+			// maxGuessClients/2 new addresses cost no sweep. An address
+			// refused now is kept to the end of its window; with every
+			// one refused, a new address is not counted.
+			for _, pass := range []func(*guessWindow) bool{
+				func(o *guessWindow) bool { return now.Sub(o.start) >= time.Minute || now.Before(o.start) },
+				func(o *guessWindow) bool { return o.failures < MaxAuthFailures },
+			} {
+				for h, o := range g.clients {
+					if len(g.clients) < maxGuessClients/2 {
+						break
+					}
+					if pass(o) {
+						delete(g.clients, h)
+					}
 				}
-				if len(g.clients) < maxGuessClients/2 {
-					break
-				}
+			}
+			if len(g.clients) >= maxGuessClients {
+				return
 			}
 		}
 		w = &guessWindow{start: now}

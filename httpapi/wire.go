@@ -270,6 +270,10 @@ type APIError struct {
 	// RetryAfter, on a 429, is how long until the client may try again
 	// (the Retry-After header, in whole seconds).
 	RetryAfter time.Duration `json:"-"`
+	// guess: a 401 for credentials that were sent and are wrong (a
+	// secret no token has, a cookie not signed by one), which the limit
+	// on failed authentications counts.
+	guess bool
 }
 
 func (e *APIError) Error() string {

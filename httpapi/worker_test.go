@@ -372,7 +372,7 @@ func TestAcceptHolder(t *testing.T) {
 		}
 	}
 	a := e.do("POST", "/v1/types/email/accept", "", `{"holder":"worker\u001b[2J"}`)
-	wantError(t, a, http.StatusBadRequest, httpapi.CodeInvalid, "holder", "control")
+	wantError(t, a, http.StatusBadRequest, httpapi.CodeInvalid, "holder", "printable")
 	named, err := c.Accept(ctx, "email", httpapi.AcceptRequest{Holder: "worker-3"})
 	if err != nil || len(named) != 1 || named[0].Holder != "worker-3" {
 		t.Fatalf("accept naming worker-3: %+v %v", named, err)

@@ -7,13 +7,11 @@ import (
 	"github.com/jobstage/jobstage/fdbq"
 )
 
-// put runs workflowStep (which adds, readies or finishes the dependents
-// and the parent, each logging its event) before logChange of the job
-// whose finish caused it: within the commit, the dependent's event takes
-// an earlier place than the finish that made it. A follower sees w:d
-// become pending before w:a, which it depends on, finishes; one that
-// resumes between the two sees d ready while a still runs.
-func TestAttackWorkflowEventsCausalOrder(t *testing.T) {
+// Within one commit the log has causes before effects: the finish of a
+// workflow's job comes before the add of the dependent it readies, so a
+// follower that resumes between the two never sees the dependent ready
+// while its parent still runs.
+func TestWorkflowEventsCausalOrder(t *testing.T) {
 	q := newTypesQueue(t, "build", "deploy")
 	ctx := context.Background()
 	types := []string{"build", "deploy"}
