@@ -248,8 +248,8 @@ func jsonFields(t reflect.Type) []string {
 		f := t.Field(i)
 		tag := f.Tag.Get("json")
 		name, _, _ := strings.Cut(tag, ",")
-		if name == "-" {
-			continue
+		if name == "-" || !f.IsExported() && !f.Anonymous {
+			continue // encoding/json writes neither
 		}
 		if f.Anonymous && name == "" {
 			out = append(out, jsonFields(f.Type)...)

@@ -124,6 +124,19 @@ func (b *run) newKey(ctx context.Context, typ string) error {
 			return fmt.Errorf("bench: the backlog ran out after %d samples; give a larger one", i)
 		}
 	}
+	// The backlog's rate over the samples, and on until one of its jobs
+	// was worked: a few samples can take less time than a loaded
+	// machine's pause, and a rate of 0 would then say nothing.
+	for deadline := time.Now().Add(time.Minute); worked.Load() == w0; {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("bench: no job of the backlog was worked within a minute of the samples")
+		}
+		select {
+		case <-time.After(time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	r := &b.r.Fairness
 	r.Backlog, r.Samples = b.o.Backlog, len(samples)
 	r.BacklogRate = float64(worked.Load()-w0) / time.Since(t0).Seconds()
