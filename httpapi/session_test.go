@@ -404,23 +404,7 @@ func TestAuthFailuresLimited(t *testing.T) {
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	e := newEnv(t, httpapi.Options{Tokens: testTokens, Now: clock})
 	call := func(addr, auth, path, body string) *httptest.ResponseRecorder {
-		method := "GET"
-		var rd io.Reader
-		if body != "" {
-			method, rd = "POST", strings.NewReader(body)
-		}
-		r := httptest.NewRequest(method, "http://jobstage.test"+path, rd)
-		r.RemoteAddr = addr
-		if auth != "" {
-			r.Header.Set("Authorization", "Bearer "+auth)
-		}
-		if body != "" {
-			r.Header.Set("X-Jobstage-UI", "1")
-			r.Header.Set("Content-Type", "application/json")
-		}
-		rec := httptest.NewRecorder()
-		e.srv.ServeHTTP(rec, r)
-		return rec
+		return guessCall(e, addr, auth, "", path, body)
 	}
 	const attacker, other = "192.0.2.1:1000", "192.0.2.2:1000"
 	for i := range httpapi.MaxAuthFailures {

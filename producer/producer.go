@@ -74,20 +74,14 @@ type Options struct {
 	Holder string
 }
 
-// DefaultHolder names this process: its host name and pid, "host/pid".
+// DefaultHolder names this process: its host name and pid, "host/pid"
+// (the host "unknown-host" when its name is no holder or too long).
 func DefaultHolder() string {
 	host, err := os.Hostname()
-	if err != nil || fdbq.ValidateHolder(host) != nil {
+	if err != nil || fdbq.ValidateHolder(host) != nil || len(host) > fdbq.MaxHolderSize-21 {
 		host = "unknown-host"
 	}
-	h := fmt.Sprintf("%s/%d", host, os.Getpid())
-	if len(h) > fdbq.MaxHolderSize {
-		h = h[len(h)-fdbq.MaxHolderSize:]
-	}
-	if fdbq.ValidateHolder(h) != nil {
-		h = fmt.Sprintf("pid/%d", os.Getpid())
-	}
-	return h
+	return fmt.Sprintf("%s/%d", host, os.Getpid())
 }
 
 // Producer accepts jobs of one type. It runs nothing of its own: it

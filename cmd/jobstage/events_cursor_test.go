@@ -17,6 +17,7 @@ import (
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/httpapi"
 	"github.com/jobstage/jobstage/internal/jobtest"
+	"github.com/jobstage/jobstage/kv"
 )
 
 // readyWatcher passes an event stream's answer on and says once the
@@ -79,21 +80,28 @@ func TestEventsResumesFromReady(t *testing.T) {
 	})
 }
 
-// resumesFromReady runs a follower of email's events (follow) against a
-// server whose first stream ends right after its ready event and whose
-// second waits until a job was enqueued meanwhile; the follower must
-// print want, that job's event.
-func resumesFromReady(t *testing.T, want string, follow func(ctx context.Context, url string) (out, errOut string, code int)) {
-	ctx := context.Background()
+// emailServer is an HTTP API over a store of its own with type email.
+func emailServer(t *testing.T) (*fdbq.Queue, *kv.DB, *httpapi.Server) {
+	t.Helper()
 	db := jobtest.OpenDB(t)
 	q := fdbq.New(db, fdbq.Options{})
-	if err := q.SetType(ctx, db, "email", fdbq.DefaultTypeSettings()); err != nil {
+	if err := q.SetType(context.Background(), db, "email", fdbq.DefaultTypeSettings()); err != nil {
 		t.Fatal(err)
 	}
 	srv, err := httpapi.New(q, httpapi.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return q, db, srv
+}
+
+// resumesFromReady runs a follower of email's events (follow) against a
+// server whose first stream ends right after its ready event and whose
+// second waits until a job was enqueued meanwhile; the follower must
+// print want, that job's event.
+func resumesFromReady(t *testing.T, want string, follow func(ctx context.Context, url string) (out, errOut string, code int)) {
+	ctx := context.Background()
+	_, _, srv := emailServer(t)
 	dropped := make(chan struct{})   // the first stream ended after its ready event
 	gate := make(chan struct{})      // the second stream may start
 	reconnected := make(chan string) // the second stream's Last-Event-ID, once its ready went through
@@ -180,15 +188,7 @@ func TestFollowPyEscapes(t *testing.T) {
 		t.Skip("no python3")
 	}
 	ctx := context.Background()
-	db := jobtest.OpenDB(t)
-	q := fdbq.New(db, fdbq.Options{})
-	if err := q.SetType(ctx, db, "email", fdbq.DefaultTypeSettings()); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := httpapi.New(q, httpapi.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	q, db, srv := emailServer(t)
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
 	rctx, cancel := context.WithTimeout(ctx, time.Minute)

@@ -83,6 +83,7 @@ func (b *run) newKey(ctx context.Context, typ string) error {
 	}
 	starts := make(chan time.Time, 1)
 	var worked atomic.Int64
+	progressed := make(chan struct{}, 1) // a job of the backlog was worked
 	// At full speed once the first jobs are worked.
 	warm, warmed := int64(min(b.o.Backlog/4, 10_000)), make(chan struct{})
 	p, err := b.keyedPipeline(typ, b.o.Concurrency, func(key string) {
@@ -92,6 +93,10 @@ func (b *run) newKey(ctx context.Context, typ string) error {
 		}
 		if worked.Add(1) == warm {
 			close(warmed)
+		}
+		select {
+		case progressed <- struct{}{}:
+		default:
 		}
 	})
 	if err != nil {
@@ -127,12 +132,12 @@ func (b *run) newKey(ctx context.Context, typ string) error {
 	// The backlog's rate over the samples, and on until one of its jobs
 	// was worked: a few samples can take less time than a loaded
 	// machine's pause, and a rate of 0 would then say nothing.
-	for deadline := time.Now().Add(time.Minute); worked.Load() == w0; {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("bench: no job of the backlog was worked within a minute of the samples")
-		}
+	deadline := time.After(time.Minute)
+	for worked.Load() == w0 {
 		select {
-		case <-time.After(time.Millisecond):
+		case <-progressed:
+		case <-deadline:
+			return fmt.Errorf("bench: no job of the backlog was worked within a minute of the samples")
 		case <-ctx.Done():
 			return ctx.Err()
 		}
