@@ -3,7 +3,6 @@ package fdbq
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"slices"
 	"time"
@@ -239,18 +238,18 @@ func (q *Queue) rateWindow(snap kv.ReadTx, typ, key string, p KeyPolicy, now int
 	if err != nil || b == nil {
 		return nil, err
 	}
-	if len(b) != 16 {
+	start, started, ok := decodeStarts(b)
+	if !ok {
 		page.Unreadable = append(page.Unreadable, Unreadable{Key: k,
 			Err: corruptf("rate window of fairness key %q: a value of %d bytes, not 16", key, len(b))})
 		return nil, nil
 	}
-	start := int64(binary.LittleEndian.Uint64(b))
 	per := p.Per.Milliseconds()
 	return &RateWindow{
 		Start:   time.UnixMilli(start),
 		End:     time.UnixMilli(start + per),
-		Started: int64(binary.LittleEndian.Uint64(b[8:])),
-		Current: now < start+per && now >= start-per,
+		Started: started,
+		Current: !windowEnded(start, per, now),
 	}, nil
 }
 
@@ -352,11 +351,15 @@ func (ks *keyScan) head(snap kv.ReadTx, page *KeyPage) (string, bool, error) {
 			ks.buf = ks.buf[1:]
 			continue
 		}
-		if name == "" || ValidateKey(name) == nil {
+		if name == "" {
+			return name, true, nil
+		}
+		verr := ValidateKey(name)
+		if verr == nil {
 			return name, true, nil
 		}
 		page.Unreadable = append(page.Unreadable, Unreadable{Key: e.Key,
-			Err: corruptf("%s of a fairness key that is not valid: %s", ks.what, detailOf(ValidateKey(name)))})
+			Err: corruptf("%s of a fairness key that is not valid: %s", ks.what, detailOf(verr))})
 		if _, err := ks.group(snap, name, nil); err != nil {
 			return "", false, err
 		}

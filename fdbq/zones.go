@@ -228,13 +228,12 @@ func (q *Queue) allowance(tx kv.Tx, typ, key string, p KeyPolicy, now int64) (*k
 		if err != nil {
 			return nil, err
 		}
-		if len(b) == 16 {
-			a.window = int64(binary.LittleEndian.Uint64(b))
-			a.started = int64(binary.LittleEndian.Uint64(b[8:]))
+		if start, started, ok := decodeStarts(b); ok {
+			a.window, a.started = start, started
 		}
 		a.rated = true
 		per := p.Per.Milliseconds()
-		if now >= a.window+per || now < a.window-per {
+		if windowEnded(a.window, per, now) {
 			// The window ended (or was opened by a clock far ahead of
 			// this one): a new one opens with this accept.
 			a.window, a.started = now, 0
@@ -441,3 +440,18 @@ func (q *Queue) ReadyZones(ctx context.Context, typ string) (*ReadyZones, error)
 		return &ReadyZones{tz: tz, Watch: tx.Watch(q.k.watch(typ))}, nil
 	})
 }
+
+// decodeStarts reads a key's rate window (P, 17, type, key): when it
+// opened (ms) and the jobs started in it; ok false for a value that is
+// not one.
+func decodeStarts(b []byte) (start, started int64, ok bool) {
+	if len(b) != 16 {
+		return 0, 0, false
+	}
+	return int64(binary.LittleEndian.Uint64(b)), int64(binary.LittleEndian.Uint64(b[8:])), true
+}
+
+// windowEnded reports whether a rate window of per ms opened at start no
+// longer holds at now: it ended, or a clock far ahead of this one opened
+// it.
+func windowEnded(start, per, now int64) bool { return now >= start+per || now < start-per }

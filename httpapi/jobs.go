@@ -130,13 +130,11 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) error {
 		}
 		o.State = st
 	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			return invalid("limit: %q must be an integer from 1 to 1000", v)
-		}
-		o.Limit = n
+	n, err := parseLimit(q, 1000)
+	if err != nil {
+		return err
 	}
+	o.Limit = n
 	if o.Key != "" {
 		if err := fdbq.ValidateKey(o.Key); err != nil {
 			return nameInvalid("key", err)
@@ -370,4 +368,18 @@ func pathSegment(s string) string {
 		return strings.Repeat("%2E", len(s))
 	}
 	return url.PathEscape(s)
+}
+
+// parseLimit reads the limit parameter of a listing: 0 when absent (the
+// default), else an integer from 1 to most.
+func parseLimit(q url.Values, most int) (int, error) {
+	v := q.Get("limit")
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > most {
+		return 0, invalid("limit: %q must be an integer from 1 to %d", v, most)
+	}
+	return n, nil
 }

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/jobstage/jobstage/fdbq"
@@ -22,13 +21,11 @@ func (s *Server) keys(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	o := fdbq.KeysOptions{After: q.Get("after")}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > fdbq.MaxKeysLimit {
-			return invalid("limit: %q must be an integer from 1 to %d", v, fdbq.MaxKeysLimit)
-		}
-		o.Limit = n
+	n, err := parseLimit(q, fdbq.MaxKeysLimit)
+	if err != nil {
+		return err
 	}
+	o.Limit = n
 	if o.After != "" {
 		if err := fdbq.ValidateKey(o.After); err != nil {
 			return nameInvalid("after", err)
