@@ -51,6 +51,10 @@ type Store struct {
 	// EventRetention is how long a followed type's event log keeps an
 	// event (GET /v1/events); default fdbq.DefaultEventRetention.
 	EventRetention time.Duration `yaml:"event_retention"`
+	// HistoryRetention is how long a type's history (GET
+	// /v1/types/{type}/history) keeps a minute; default
+	// fdbq.DefaultHistoryRetention.
+	HistoryRetention time.Duration `yaml:"history_retention"`
 }
 
 // KeyPrefix returns the tuple-encoded key prefix for fdbq.Options.Prefix;

@@ -83,7 +83,8 @@ func TestQuickstartLoads(t *testing.T) {
 func TestDefaults(t *testing.T) {
 	c := mustParse(t, "", nil)
 	want := config.Config{
-		Store: config.Store{Backend: "embedded", Path: config.DefaultStorePath, Prefix: config.DefaultPrefix, EventRetention: fdbq.DefaultEventRetention},
+		Store: config.Store{Backend: "embedded", Path: config.DefaultStorePath, Prefix: config.DefaultPrefix, EventRetention: fdbq.DefaultEventRetention,
+			HistoryRetention: fdbq.DefaultHistoryRetention},
 		HTTP: config.HTTP{Listen: config.DefaultListen, MaxBodyBytes: config.DefaultMaxBodyBytes,
 			ReadHeaderTimeout: config.DefaultReadHeaderTimeout, ReadTimeout: config.DefaultReadTimeout,
 			RequestTimeout: config.DefaultRequestTimeout, IdleTimeout: config.DefaultIdleTimeout,

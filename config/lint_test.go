@@ -105,10 +105,11 @@ var lintCases = []struct {
 	},
 	{
 		name: "event bounds",
-		src:  "store:\n  event_retention: 0s\nhttp:\n  max_event_streams: 0\n",
+		src:  "store:\n  event_retention: 0s\n  history_retention: 59s\nhttp:\n  max_event_streams: 0\n",
 		want: []string{
 			"f.yaml:2:20: store.event_retention: must be more than 0: a followed type's events would be gone as soon as written",
-			"f.yaml:4:22: http.max_event_streams: must be at least 1, got 0",
+			"f.yaml:3:22: store.history_retention: must be at least 1m, got 59s: the history counts by the minute",
+			"f.yaml:5:22: http.max_event_streams: must be at least 1, got 0",
 		},
 	},
 	{

@@ -115,6 +115,8 @@ var schema = object("", "",
 			byDefault(DefaultPrefix),
 		leaf("event_retention", "How long the event log of a followed type (`GET /v1/events`) keeps an event; a client that reconnects within it (and within a minute of leaving) misses nothing. More than 0.").
 			byDefault(dur(fdbq.DefaultEventRetention)),
+		leaf("history_retention", "How long a type's history (jobs finished and attempts retried per minute: `GET /v1/types/{type}/history`, the web UI's activity) keeps a minute. At least 1m.").
+			byDefault(dur(fdbq.DefaultHistoryRetention)),
 	),
 	object("types", "Job types, by name. A type must be declared here to be enqueued or worked; a type with no keys (`name: {}`) takes every default. A name is 1 to 128 ASCII letters, digits, `_`, `-` and `.`, starting with a letter or a digit: it is also a metric label, a segment of the HTTP API's paths and of these environment variables.",
 		leaf("activity_timeout", "A running job whose worker has not sent a heartbeat for this long is taken back by the activity monitor and retried. At least 100ms.").

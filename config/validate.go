@@ -132,6 +132,9 @@ func (d *decoder) validateStore(s *Store) {
 	if s.EventRetention <= 0 {
 		d.at("must be more than 0: a followed type's events would be gone as soon as written", "store", "event_retention")
 	}
+	if s.HistoryRetention < time.Minute {
+		d.at(fmt.Sprintf("must be at least 1m, got %s: the history counts by the minute", s.HistoryRetention), "store", "history_retention")
+	}
 }
 
 // validateType checks the name and each setting with fdbq's own rules

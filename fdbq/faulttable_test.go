@@ -36,7 +36,8 @@ import (
 // ftBackend counts the commits that applied writes and fails the first
 // one after arm with a fault, running between where the fault puts
 // another client's move. A sweep's clearing of stamps no activity entry
-// names and of expired claims is neither counted nor faulted: whether it
+// names, of expired claims and of minutes of history past retention is
+// neither counted nor faulted: whether it
 // has anything to clear depends on what the other client did before it
 // (its own sweep clears them too), not on the fault, and the simulation
 // and the monitor's tests check it.
@@ -44,6 +45,7 @@ type ftBackend struct {
 	kv.Backend
 	stamps  []byte // the prefix of the stamps' keys
 	claims  []byte // the prefix of the claims' keys
+	history []byte // the prefix of the types' history
 	fault   string
 	between func()
 	hits    int // faults injected
@@ -70,7 +72,8 @@ type ftTx struct {
 // store's commit markers by, so that a commit that writes nothing else is
 // not counted.
 func (t *ftTx) ClearRange(r kv.Range) {
-	if bytes.HasPrefix(r.Begin, t.b.stamps) || bytes.HasPrefix(r.Begin, t.b.claims) || bytes.HasPrefix(r.Begin, kv.DefaultMarkerPrefix) {
+	if bytes.HasPrefix(r.Begin, t.b.stamps) || bytes.HasPrefix(r.Begin, t.b.claims) || bytes.HasPrefix(r.Begin, t.b.history) ||
+		bytes.HasPrefix(r.Begin, kv.DefaultMarkerPrefix) {
 		t.Transaction.ClearRange(r)
 		return
 	}
@@ -176,6 +179,7 @@ func newFtQ(t *testing.T, st kv.Backend, prefix string) *ftQ {
 		prefix: tuple.Tuple{prefix}.MustPack()}
 	b.stamps = append(bytes.Clone(x.prefix), tuple.Tuple{13}.MustPack()...)
 	b.claims = append(bytes.Clone(x.prefix), tuple.Tuple{9}.MustPack()...)
+	b.history = append(bytes.Clone(x.prefix), tuple.Tuple{27}.MustPack()...)
 	x.q = fdbq.New(x.db, fdbq.Options{Now: x.c.Now, Prefix: x.prefix})
 	x.other = fdbq.New(kv.NewDB(st, kv.Options{}), fdbq.Options{Now: x.c.Now, Prefix: x.prefix})
 	s := fdbq.DefaultTypeSettings()
@@ -250,7 +254,21 @@ func (x *ftQ) state() string {
 		x.t.Fatal(err)
 	}
 	b, _ := json.Marshal(info)
-	return strings.Join(append(lines, "type "+string(b)), "\n")
+	lines = append(lines, "type "+string(b))
+	// The type's history, every minute of it that has counts: an ending
+	// counted twice (a retry after a commit that applied) or counted by
+	// a commit that did not apply would show here.
+	now := x.c.Now()
+	h, err := x.other.History(x.ctx, x.other.DB(), "email", now.Add(-23*time.Hour+time.Minute), now.Add(time.Hour))
+	if err != nil {
+		x.t.Fatal(err)
+	}
+	for _, m := range h.Minutes {
+		if m != (fdbq.Minute{At: m.At}) {
+			lines = append(lines, fmt.Sprintf("history %+v", m))
+		}
+	}
+	return strings.Join(lines, "\n")
 }
 
 // ftInterference are the other client's moves, between the operation's

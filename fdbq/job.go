@@ -161,6 +161,11 @@ type record struct {
 	// (AddBatch), so that put reads each zone's mark once and bumps the
 	// watch key once.
 	marked *zoneMarks
+	// attemptEnd, if set, is how the attempt of a running record that put
+	// moves to pending ended (histRetried, histRecycled), at attemptEndAt:
+	// its count in the type's history.
+	attemptEnd   historyKind
+	attemptEndAt int64
 }
 
 // zone is the zone the job waits in when pending.

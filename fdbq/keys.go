@@ -60,6 +60,9 @@ const (
 	tagEvents      = 24
 	tagEventsHeld  = 25
 	tagEventsFloor = 26
+	// tagHistory: a type's counts of ended attempts, by minute, kind and
+	// lane (see History).
+	tagHistory = 27
 )
 
 // zone is where a pending job of a type waits: its fairness key (Job.Key,
@@ -114,6 +117,7 @@ type typeKeys struct {
 	stamp         []byte
 	scheduled     []byte
 	zones         []byte
+	history       []byte
 }
 
 func (k keys) of(typ string) *typeKeys {
@@ -133,6 +137,7 @@ func (k keys) of(typ string) *typeKeys {
 	}
 	tk.scheduled = k.root.MustPack(tuple.Tuple{tagSchedule, typ})
 	tk.zones = k.root.MustPack(tuple.Tuple{tagZones, typ})
+	tk.history = k.root.MustPack(tuple.Tuple{tagHistory, typ})
 	for _, s := range []State{Pending, Running, Finished} {
 		tk.count[s] = k.root.MustPack(tuple.Tuple{tagCount, typ, string(s)})
 	}
@@ -410,6 +415,49 @@ func (k keys) countRange(typ string, s State) kv.Range {
 		panic(err) // not reached: a packed tuple never ends in 0xff only
 	}
 	return r
+}
+
+// history is the key of lane's count of kind in minute of typ's history:
+// (P, 27, type, minute, kind, lane).
+func (k keys) history(typ string, minute int64, kind historyKind, lane int) []byte {
+	p := k.of(typ).history
+	b := append(make([]byte, 0, len(p)+24), p...)
+	return appendInt(appendInt(appendInt(b, minute), int64(kind)), int64(lane))
+}
+
+// historyMinute is where minute's keys of typ's history begin.
+func (k keys) historyMinute(typ string, minute int64) []byte {
+	p := k.of(typ).history
+	return appendInt(append(make([]byte, 0, len(p)+9), p...), minute)
+}
+
+// historyType is typ's history.
+func (k keys) historyType(typ string) tuple.Subspace { return k.root.Sub(tagHistory, typ) }
+
+// parseHistory reads the minute and kind of a key of typ's history, or
+// reports false when the key is not one fdbq writes.
+func (k keys) parseHistory(typ string, key []byte) (minute int64, kind historyKind, ok bool) {
+	p := k.of(typ).history
+	if !bytes.HasPrefix(key, p) {
+		return 0, 0, false
+	}
+	b := key[len(p):]
+	var c, lane int64
+	if minute, b, ok = readInt(b); !ok {
+		return 0, 0, false
+	}
+	if c, b, ok = readInt(b); !ok {
+		return 0, 0, false
+	}
+	if lane, b, ok = readInt(b); !ok || len(b) != 0 || lane < 0 || lane >= historyLanes {
+		return 0, 0, false
+	}
+	// Written by fdbq: its integers in their one encoding, so that the
+	// key lies in its minute's range.
+	if !bytes.Equal(key, k.history(typ, minute, historyKind(c), int(lane))) {
+		return 0, 0, false
+	}
+	return minute, historyKind(c), true
 }
 
 func (k keys) typ(name string) []byte { return k.root.MustPack(tuple.Tuple{tagType, name}) }

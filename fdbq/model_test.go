@@ -118,6 +118,33 @@ type model struct {
 	paused  bool
 	s       fdbq.TypeSettings
 	jobs    map[string]*mJob
+	// start is the clock when the run began; hist the type's history:
+	// the attempts that ended, by minute.
+	start int64
+	hist  map[int64]fdbq.Minute
+}
+
+// ended counts an attempt (or a cancel) that ended as kind now in the
+// model's history.
+func (m *model) ended(kind string) {
+	minute := m.now / 60_000
+	h := m.hist[minute]
+	h.At = time.UnixMilli(minute * 60_000).UTC()
+	switch kind {
+	case "succeeded":
+		h.Succeeded++
+	case "failed":
+		h.Failed++
+	case "canceled":
+		h.Canceled++
+	case "retried":
+		h.Retried++
+	case "recycled":
+		h.Recycled++
+	default:
+		panic("unknown kind " + kind)
+	}
+	m.hist[minute] = h
 }
 
 func (j *mJob) toPending(sched, now int64) {
@@ -146,8 +173,16 @@ func modelDelay(p fdbq.RetryPolicy, attempt int) time.Duration {
 	return d
 }
 
-// retryOrFail: a running job's attempt failed (by Fail or by the monitor).
-func (m *model) retryOrFail(j *mJob) {
+// retryOrFail: a running job's attempt failed (by Fail or by the monitor);
+// it counts in the history as failed, if the job finishes, or as kind.
+func (m *model) retryOrFail(j *mJob, kind string) {
+	defer func() {
+		if j.state == fdbq.Finished {
+			m.ended("failed")
+		} else {
+			m.ended(kind)
+		}
+	}()
 	p := m.s.Retry
 	if j.retry != nil {
 		p = *j.retry
@@ -353,7 +388,7 @@ func runModel(t *testing.T, seed uint64, ops int) map[string]int {
 	}
 	r := &modelRun{
 		t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x6a6f6273)), q: q, c: c, ctx: ctx,
-		m:    &model{now: c.Now().UnixMilli(), s: s, jobs: map[string]*mJob{}},
+		m:    &model{now: c.Now().UnixMilli(), start: c.Now().UnixMilli(), s: s, jobs: map[string]*mJob{}, hist: map[int64]fdbq.Minute{}},
 		ids:  []string{"a", "b", "c", "d", "e", "f", "g", "h"},
 		hits: map[string]int{},
 		mon:  fdbq.NewMonitor(q, fdbq.MonitorOptions{Clock: c.Now}),
@@ -575,6 +610,7 @@ func (r *modelRun) step() {
 			} else {
 				r.hits["finish"]++
 				j.finish(fdbq.Succeeded, m.now)
+				m.ended("succeeded")
 			}
 		}
 
@@ -598,7 +634,7 @@ func (r *modelRun) step() {
 			r.expectErr("fail", err, nil)
 			j.err, j.lastLock = cause, l.Lock+":fail"
 			resubmitted := j.resubmit
-			m.retryOrFail(j)
+			m.retryOrFail(j, "retried")
 			switch {
 			case resubmitted:
 				r.hits["fail resubmitted"]++
@@ -682,6 +718,7 @@ func (r *modelRun) step() {
 				j.lastLock = j.lock + ":cancel"
 			}
 			j.finish(fdbq.Canceled, m.now)
+			m.ended("canceled")
 		}
 
 	case op < 79: // remove
@@ -760,7 +797,7 @@ func (r *modelRun) step() {
 			case j.state == fdbq.Running && j.renewed < staleBefore:
 				j.err = "activity timeout: no heartbeat for " + m.s.ActivityTimeout.String()
 				j.lastLock = j.lock + ":recycle"
-				m.retryOrFail(j)
+				m.retryOrFail(j, "recycled")
 				recycled++
 				if j.state == fdbq.Finished {
 					failed++
@@ -830,6 +867,22 @@ func (r *modelRun) check() {
 	}
 	if info.Pending+info.Running+info.Finished != int64(len(m.jobs)) {
 		r.fatalf("type counts %+v, the model has %d jobs", info, len(m.jobs))
+	}
+	// The history of every minute since the run began (the last day's).
+	from := max(m.start, m.now-(fdbq.MaxHistoryMinutes-1)*60_000)
+	h, err := r.q.History(ctx, db, "email", time.UnixMilli(from), time.UnixMilli(m.now))
+	if err != nil {
+		r.fatalf("history: %v", err)
+	}
+	if h.Unreadable != 0 || len(h.Minutes) != int(m.now/60_000-from/60_000+1) {
+		r.fatalf("history of %d minutes, %d unreadable keys, from %d to %d", len(h.Minutes), h.Unreadable, from, m.now)
+	}
+	for _, got := range h.Minutes {
+		want := m.hist[got.At.UnixMilli()/60_000]
+		want.At = got.At
+		if got != want {
+			r.fatalf("history of %s: %+v, the model says %+v", got.At.Format(time.RFC3339), got, want)
+		}
 	}
 }
 

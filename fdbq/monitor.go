@@ -585,6 +585,11 @@ func (m *Monitor) nextDue(ctx context.Context) (*monitorWait, error) {
 			} else if ok {
 				w.afterMs(at+q.eventRetention.Milliseconds(), now)
 			}
+			if at, ok, err := q.historyDue(snap, t.Name); err != nil {
+				return nil, err
+			} else if ok {
+				w.afterMs(at, now)
+			}
 			if t.Settings.Retention > 0 {
 				r := t.Settings.Retention.Milliseconds()
 				for lane := range activityLanes {
@@ -925,6 +930,11 @@ func (m *Monitor) Sweep(ctx context.Context) (SweepStats, error) {
 				m.opts.Logger.Warn("fdbq: activity monitor could not trim the event log", "type", t.Name, "err", err)
 			}
 		}
+		if t.err == nil && t.oldHistory {
+			if err := m.q.trimHistory(ctx, t.Name); err != nil && ctx.Err() == nil {
+				m.opts.Logger.Warn("fdbq: activity monitor could not trim the history", "type", t.Name, "err", err)
+			}
+		}
 		if t.err == nil && t.staleInterest {
 			if err := m.q.clearStaleInterest(ctx, t.Name); err != nil && ctx.Err() == nil {
 				m.opts.Logger.Warn("fdbq: activity monitor could not clear interest entries", "type", t.Name, "err", err)
@@ -964,6 +974,9 @@ func (m *Monitor) survey(tx kv.ReadTx, t *sweepType, now int64) error {
 		return err
 	}
 	t.oldEvents = ok && at < now-m.q.eventRetention.Milliseconds()
+	if t.oldHistory, err = m.q.oldHistory(tx, t.Name, now); err != nil {
+		return err
+	}
 	stale, _, wrong, err := m.q.staleInterest(tx, t.Name, now)
 	t.staleInterest = len(stale) > 0 || wrong
 	return err
@@ -1010,11 +1023,12 @@ type sweepType struct {
 	// expiring: the lanes of the finished index with a job past the
 	// retention; staleInterest: an interest entry its holder stopped
 	// renewing.
-	// oldEvents: its event log has events past the retention.
-	legacy, stamps, staleInterest, oldEvents bool
-	expiring                                 []int
-	groups                                   []group
-	bad                                      [][]byte
+	// oldEvents: its event log has events past the retention;
+	// oldHistory: its history has minutes past the retention.
+	legacy, stamps, staleInterest, oldEvents, oldHistory bool
+	expiring                                             []int
+	groups                                               []group
+	bad                                                  [][]byte
 }
 
 // types reads the registered types and their settings, as registry does
@@ -1119,6 +1133,7 @@ func (m *Monitor) recycle(ctx context.Context, typ string, s TypeSettings, group
 		next.failAttempt("activity timeout: no heartbeat for "+(time.Duration(rec.activityTimeoutMs())*time.Millisecond).String(), q.nowMs())
 		next.LastLock = rec.Lock + ":recycle"
 		q.retryOrFail(&next, s)
+		next.attemptEnd, next.attemptEndAt = histRecycled, q.nowMs()
 		if err := q.put(tx, typ, id, rec, &next); err != nil {
 			return "", err
 		}

@@ -251,6 +251,14 @@ var keyNames = map[int64]string{
 	tagInterest:     "type's interest count",
 	tagInterested:   "interest entry",
 	tagUnique:       "unique index",
+	tagSchedules:    "schedules",
+	tagWorkflows:    "workflows",
+	tagEvents:       "event log",
+	tagEventsHeld:   "event log holds",
+	tagEventsFloor:  "event log floor",
+	tagHistory:      "type's history",
+	// The schedules' change counter, whose name would not align above.
+	tagSchedulesChange: "schedules' change counter",
 }
 
 // keySpace names the key space of a key of the queue, or says it is a

@@ -45,6 +45,10 @@ type Options struct {
 	// Follow); a monitor clears older ones. Default (0):
 	// DefaultEventRetention.
 	EventRetention time.Duration
+	// HistoryRetention is how long a type's history (History) keeps a
+	// minute; a monitor clears older ones. Default (0):
+	// DefaultHistoryRetention.
+	HistoryRetention time.Duration
 }
 
 // Queue is the jobs layer over a kv store. Its operations that take a
@@ -66,6 +70,7 @@ type Queue struct {
 	// eventHolds those of its followers on their types' event logs.
 	interests, eventHolds *interests
 	eventRetention        time.Duration
+	historyRetention      time.Duration
 }
 
 // New returns a Queue over db.
@@ -91,7 +96,8 @@ func New(db *kv.DB, opts Options) *Queue {
 	}
 	return &Queue{db: db, k: newKeys(tuple.FromBytes(prefix)), now: now, watches: newWatchShare(waitWatches), log: opts.Logger,
 		zones: &zoneCache{}, intn: intn, interests: newInterests(), eventHolds: newEventHolds(),
-		eventRetention: cmp.Or(opts.EventRetention, DefaultEventRetention)}
+		eventRetention:   cmp.Or(opts.EventRetention, DefaultEventRetention),
+		historyRetention: cmp.Or(opts.HistoryRetention, DefaultHistoryRetention)}
 }
 
 // logger is Options.Logger, or the default logger.
@@ -210,6 +216,7 @@ func (q *Queue) putFrom(tx kv.Tx, typ, id string, old, rec *record, from []byte)
 		tx.Add(q.k.countShard(typ, rec.State, id), 1)
 	}
 	q.countKeyRunning(tx, typ, old, rec)
+	q.countHistory(tx, typ, id, old, rec)
 	tx.Set(q.k.job(typ, id), b)
 	// The job's event before those of the dependents its change moves,
 	// so that the log, within one commit too, has causes before effects.

@@ -217,6 +217,7 @@ func (q *Queue) End(ctx context.Context, tr kv.Transactor, l *Lease, e Ending) (
 			if at := toMs(e.At); at != 0 && next.State == Pending && !rec.Resubmit {
 				next.ScheduledAt = at
 			}
+			next.attemptEnd, next.attemptEndAt = histRetried, now
 		case AttemptCanceled:
 			next.failAttempt(e.Cause, now)
 			if !next.resubmitted() {

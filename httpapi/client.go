@@ -135,6 +135,24 @@ func (c *Client) Keys(ctx context.Context, typ string, o KeysOptions) (*KeyPage,
 	return &out, nil
 }
 
+// History reads a type's ended attempts per minute: the minutes minutes
+// (0: the server's default, 60) up to until's (zero: now, by the
+// server's clock).
+func (c *Client) History(ctx context.Context, typ string, minutes int, until time.Time) (*TypeHistory, error) {
+	q := url.Values{}
+	if minutes != 0 {
+		q.Set("minutes", strconv.Itoa(minutes))
+	}
+	if !until.IsZero() {
+		q.Set("until", until.UTC().Format(time.RFC3339Nano))
+	}
+	var out TypeHistory
+	if err := c.do(ctx, http.MethodGet, typePath(typ)+"/history", q, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // Cancel finishes a pending or running job as canceled and returns it.
 func (c *Client) Cancel(ctx context.Context, typ, id string) (*Job, error) {
 	var out Job

@@ -16,6 +16,7 @@
 //	GET    /v1/types/{type}/jobs/{id}/wait?state=finished&timeout=30s   long poll
 //	GET    /v1/types                              types, settings, counts
 //	GET    /v1/types/{type}/stats                 the oldest due pending job (fdbq.Queue.OldestDue)
+//	GET    /v1/types/{type}/history               ended attempts per minute, by how they ended (fdbq.Queue.History)
 //	GET    /v1/types/{type}/keys?limit=&after=    a page of the type's fairness keys (fdbq.Queue.Keys)
 //	PUT    /v1/types/{type}                       register or change a type → 201 (new) or 200
 //	POST   /v1/types/{type}/pause, …/resume       → the type

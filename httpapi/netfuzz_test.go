@@ -173,7 +173,10 @@ var (
 		"?until=9999-12-31T23:59:59.999999999-23:59", "?since=2030-02-30T00:00:00Z", "?key=k&id_prefix=j&limit=1&cursor=AAAA.BBBB",
 		"?cursor=.&key=", "?cursor=..&since=2020-01-01T00:00:00Z", "?key=" + strings.Repeat("k", 129), "?id_prefix=" + strings.Repeat("%e2%98%83", 90),
 		"?state=pending&key=&id_prefix=&since=&until=",
-		"?limit=200", "?limit=201&after=k", "?after=%ff", "?after=a%01b", "?after=k&limit=1", "?after=", "?after=%e2%80%ae"}
+		"?limit=200", "?limit=201&after=k", "?after=%ff", "?after=a%01b", "?after=k&limit=1", "?after=", "?after=%e2%80%ae",
+		// The history route's span.
+		"?minutes=1", "?minutes=1440", "?minutes=1441", "?minutes=0", "?minutes=-5", "?minutes=1e3", "?minutes=60&until=2030-01-02T15:04:05Z",
+		"?until=0000-01-01T00:00:00Z&minutes=1440", "?until=9999-12-31T23:59:59Z", "?minutes=99999999999999999999"}
 	fuzzBodies = []string{``, `{}`, `[]`, `null`, `{"id":"j","data":{"a":1}}`, `[{"data":1},{"id":"b"}]`,
 		`{"max":2,"wait":"0s"}`, `{"max":0}`, `{"max":"1"}`, `{"lock":"x","progress":1}`, `{"lock":"x","result":{}}`,
 		`{"lock":"x","error":"e"}`, `{"retention":"1h","paused":true}`, `{"retry":{"max_attempts":0}}`,

@@ -174,6 +174,8 @@ func TestOpenAPISchemas(t *testing.T) {
 		"Whoami":           httpapi.Whoami{},
 		"LoginRequest":     httpapi.LoginRequest{},
 		"TypeStats":        httpapi.TypeStats{},
+		"TypeHistory":      httpapi.TypeHistory{},
+		"HistoryMinute":    httpapi.HistoryMinute{},
 		"KeyPage":          httpapi.KeyPage{},
 		"KeyInfo":          httpapi.KeyInfo{},
 		"RateWindow":       httpapi.RateWindow{},

@@ -307,6 +307,7 @@ func (s *Server) routeTable() []route {
 
 		{pattern: "GET /v1/types", roles: []Role{p, w}, handle: s.types},
 		{pattern: "GET /v1/types/{type}/stats", roles: []Role{p, w}, handle: s.typeStats},
+		{pattern: "GET /v1/types/{type}/history", roles: []Role{p, w}, handle: s.typeHistory},
 		{pattern: "GET /v1/types/{type}/keys", roles: []Role{p}, handle: s.keys},
 		{pattern: "PUT /v1/types/{type}", handle: s.setType},
 		{pattern: "POST /v1/types/{type}/pause", handle: s.pause},

@@ -106,7 +106,8 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 			return newTracerProvider(lc, cfg, o.TracerProvider)
 		}),
 		storeModule(cfg.Store),
-		fx.Supply(fdbq.Options{Prefix: cfg.Store.KeyPrefix(), EventRetention: cfg.Store.EventRetention}),
+		fx.Supply(fdbq.Options{Prefix: cfg.Store.KeyPrefix(), EventRetention: cfg.Store.EventRetention,
+			HistoryRetention: cfg.Store.HistoryRetention}),
 		fxjobstage.QueueModule,
 		fx.Provide(newMetrics),
 		fx.Provide(func(m *metrics.Metrics) fdbq.MonitorOptions {

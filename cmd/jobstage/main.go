@@ -7,6 +7,7 @@
 //	jobstage get TYPE ID                       show a job
 //	jobstage list TYPE [--state S] [--key K]   list jobs (--id-prefix, --since, --until filter them)
 //	jobstage keys TYPE [--after K]             list a type's fairness keys
+//	jobstage history TYPE [--minutes N]        a type's ended attempts per minute
 //	jobstage wait TYPE ID                      wait until a job finishes
 //	jobstage cancel|requeue|delete TYPE ID     change a job
 //	jobstage types                             list job types with their counts
@@ -56,6 +57,7 @@ commands:
   list TYPE                  list jobs (--state, --limit, --cursor, --all; filters:
                              --key, --id-prefix, --since, --until)
   keys TYPE                  list a type's fairness keys: policy, ready zones, running, rate (--limit, --after, --all)
+  history TYPE               a type's jobs finished and attempts retried, per minute (--minutes, --until, --every-minute)
   wait TYPE ID               wait until a job is finished (--timeout)
   cancel TYPE ID             cancel a pending or running job
   requeue TYPE ID            run a failed or canceled job again
@@ -144,6 +146,8 @@ func run(ctx, force context.Context, args []string, stdin io.Reader, stdout, std
 		err = env.list(rest)
 	case "keys":
 		err = env.keys(rest)
+	case "history":
+		err = env.history(rest)
 	case "wait":
 		err = env.wait(rest)
 	case "types":

@@ -320,6 +320,19 @@ func TestUIAdmin(t *testing.T) {
 	if got := e.text(row + "td.oldest"); got == "—" {
 		t.Fatalf("oldest due: %q", got)
 	}
+	// The activity of the last hour is the store's, though this page
+	// opened after the jobs finished: s1 succeeded, f1 failed.
+	if got := e.text(row + "td.activity span.summary"); got != "1 ok · 0 retried · 1 failed" {
+		t.Fatalf("email activity %q", got)
+	}
+	if ok, failed := e.count(row+"td.activity svg rect.ok"), e.count(row+"td.activity svg rect.failed"); ok != 1 || failed != 1 {
+		t.Fatalf("email activity bars: %d ok, %d failed", ok, failed)
+	}
+	var title string
+	e.eval(`document.querySelector('tr.type-row[data-type="email"] td.activity svg rect.ok title')?.textContent ?? ''`, &title)
+	if !strings.Contains(title, "1 succeeded, 1 failed, 0 canceled, 0 retried, 0 recycled") {
+		t.Fatalf("activity bar title %q", title)
+	}
 	e.screenshot("ui-overview.png")
 
 	// A type's jobs, by state, filtered.
@@ -644,7 +657,8 @@ func TestUILiveUpdate(t *testing.T) {
 	if err := e.worker.Finish(ctx, ls[0], nil); err != nil {
 		t.Fatal(err)
 	}
-	e.do("the finish shows", when(`document.querySelector('tr.type-row[data-type="thumbnail"] td.finished')?.textContent === '1'`))
+	e.do("the finish shows", when(`document.querySelector('tr.type-row[data-type="thumbnail"] td.finished')?.textContent === '1'`),
+		when(`document.querySelector('tr.type-row[data-type="thumbnail"] td.activity span.summary')?.textContent === '1 ok · 0 retried · 0 failed'`))
 	if got := e.text(`tr.type-row[data-type="thumbnail"] td.pending`); got != "3" {
 		t.Fatalf("thumbnail pending %s after one finished", got)
 	}

@@ -46,6 +46,7 @@ export const paths = {
   types: () => '/v1/types',
   type: (t) => `/v1/types/${seg(t)}`,
   stats: (t) => `/v1/types/${seg(t)}/stats`,
+  history: (t, minutes) => `/v1/types/${seg(t)}/history?minutes=${minutes}`,
   jobs: (t, q) => `/v1/types/${seg(t)}/jobs${q ? `?${new URLSearchParams(q)}` : ''}`,
   // job is a job's route, or with action its …/cancel or …/requeue.
   job: (t, id, action) => (dotSegment(id)

@@ -12,10 +12,9 @@ let can = abilities('');
 let current = null; // the view shown: { types, wants(ev), refresh() }
 let generation = 0; // bumped at each navigation: late answers of an old view are dropped
 
-// activity counts the outcomes the stream reported since the page
-// opened, per type and minute: the overview's throughput and failures.
-const activity = new Map(); // type → Map(minute → {ok, failed})
-const activityMinutes = 30;
+// activityMinutes is the span of the overview's activity column: the
+// types' history (GET /v1/types/{type}/history), minute by minute.
+const activityMinutes = 60;
 
 const live = new Live({
   onStatus: (status, text) => {
@@ -25,7 +24,6 @@ const live = new Live({
     el.dataset.status = status;
   },
   onEvent: (ev) => {
-    countActivity(ev);
     if (current && current.wants(ev)) scheduleRefresh();
   },
   onReset: () => scheduleRefresh(true),
@@ -60,30 +58,22 @@ async function refresh() {
   }
 }
 
-function countActivity(ev) {
-  if (ev.state !== 'finished' || !ev.outcome) return;
-  const minute = Math.floor(Date.parse(ev.at || new Date().toISOString()) / 60000);
-  if (!activity.has(ev.type)) activity.set(ev.type, new Map());
-  const m = activity.get(ev.type);
-  const b = m.get(minute) ?? { ok: 0, failed: 0 };
-  if (ev.outcome === 'succeeded') b.ok++;
-  else b.failed++;
-  m.set(minute, b);
-  for (const k of m.keys()) if (k <= minute - activityMinutes) m.delete(k);
-}
-
-function activityOf(type) {
-  const now = Math.floor(Date.now() / 60000);
-  const m = activity.get(type) ?? new Map();
+// activityOf sums a type's history (null: not read) into the
+// sparkline's buckets: succeeded; retried (failed attempts to run again,
+// and attempts the monitor took back); failed (jobs that finished
+// failed or canceled).
+function activityOf(history) {
   const buckets = [];
-  let ok = 0, failed = 0;
-  for (let i = activityMinutes - 1; i >= 0; i--) {
-    const b = m.get(now - i) ?? { ok: 0, failed: 0 };
+  const sum = { ok: 0, retried: 0, failed: 0 };
+  for (const m of history?.minutes ?? []) {
+    const b = { ok: m.succeeded, retried: m.retried + m.recycled, failed: m.failed + m.canceled };
+    const at = new Date(m.at);
+    const hhmm = `${String(at.getHours()).padStart(2, '0')}:${String(at.getMinutes()).padStart(2, '0')}`;
+    b.title = `${hhmm}: ${m.succeeded} succeeded, ${m.failed} failed, ${m.canceled} canceled, ${m.retried} retried, ${m.recycled} recycled`;
     buckets.push(b);
-    ok += b.ok;
-    failed += b.failed;
+    for (const k of ['ok', 'retried', 'failed']) sum[k] += b[k];
   }
-  return { buckets, ok, failed };
+  return { buckets, ...sum };
 }
 
 // flash shows an error or a message above the view.
@@ -145,7 +135,7 @@ function overview() {
   const table = h('table', { id: 'types-table', class: 'grid' });
   clear(view,
     h('h1', {}, 'Job types'),
-    h('p', { class: 'hint' }, 'Activity: jobs finished per minute since this page opened, as the event stream reports them (failed in red).'),
+    h('p', { class: 'hint' }, `Activity: the last ${activityMinutes} minutes, minute by minute, as the store counts them: jobs succeeded, attempts retried or taken back (amber), jobs failed or canceled (red).`),
     table);
   return {
     types: [],
@@ -154,11 +144,13 @@ function overview() {
       const { types } = await api('GET', paths.types());
       const stats = await Promise.all(types.map((t) => (t.name && !t.error
         ? api('GET', paths.stats(t.name)).catch(() => null) : null)));
+      const histories = await Promise.all(types.map((t) => (t.name
+        ? api('GET', paths.history(t.name, activityMinutes)).catch(() => null) : null)));
       if (!fresh()) return;
       const rows = types.map((t, i) => {
         const s = stats[i];
         const paused = t.settings?.paused;
-        const act = activityOf(t.name);
+        const act = activityOf(histories[i]);
         return h('tr', { class: 'type-row', dataset: { type: t.name } },
           h('td', {}, can.list ? h('a', { href: hrefType(t.name) }, t.name) : t.name,
             t.error ? h('div', { class: 'error' }, t.error) : null),
@@ -167,7 +159,9 @@ function overview() {
           h('td', { class: 'num finished' }, t.finished),
           h('td', { class: 'paused' }, paused ? h('span', { class: 'badge paused' }, 'paused') : h('span', { class: 'badge active' }, 'active')),
           h('td', { class: 'oldest' }, s?.oldest_due_at ? age(s.oldest_due_age) : '—'),
-          h('td', { class: 'activity' }, sparkline(act.buckets), ` ${act.ok} ok · ${act.failed} failed`),
+          h('td', { class: 'activity' }, histories[i]
+            ? [sparkline(act.buckets), ' ', h('span', { class: 'summary' }, `${act.ok} ok · ${act.retried} retried · ${act.failed} failed`)]
+            : '—'),
           h('td', { class: 'actions' }, can.pause
             ? (paused
               ? button('Resume', { class: 'resume' }, () => api('POST', `${paths.type(t.name)}/resume`))

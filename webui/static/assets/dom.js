@@ -60,7 +60,8 @@ export function json(v) {
   return h('pre', { class: 'json' }, v === undefined ? '' : JSON.stringify(v, null, 2));
 }
 
-// sparkline draws counts as bars in an SVG: ok above, failed in red.
+// sparkline draws counts as stacked bars in an SVG, one a bucket: ok,
+// retried (amber) and failed (red); each bar's title says its counts.
 export function sparkline(buckets) {
   const ns = 'http://www.w3.org/2000/svg';
   const w = 4, gap = 1, height = 20;
@@ -75,10 +76,10 @@ export function sparkline(buckets) {
   base.setAttribute('height', '1');
   base.setAttribute('class', 'base');
   svg.append(base);
-  const top = Math.max(1, ...buckets.map((b) => b.ok + b.failed));
+  const top = Math.max(1, ...buckets.map((b) => b.ok + (b.retried ?? 0) + b.failed));
   buckets.forEach((b, i) => {
     let y = height;
-    for (const [n, cls] of [[b.ok, 'ok'], [b.failed, 'failed']]) {
+    for (const [n, cls] of [[b.ok, 'ok'], [b.retried ?? 0, 'retried'], [b.failed, 'failed']]) {
       if (!n) continue;
       const bh = Math.max(1, Math.round((n / top) * height));
       y -= bh;
@@ -88,6 +89,11 @@ export function sparkline(buckets) {
       r.setAttribute('width', String(w));
       r.setAttribute('height', String(bh));
       r.setAttribute('class', cls);
+      if (b.title) {
+        const title = document.createElementNS(ns, 'title');
+        title.textContent = b.title;
+        r.append(title);
+      }
       svg.append(r);
     }
   });

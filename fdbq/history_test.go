@@ -1,0 +1,317 @@
+package fdbq_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jobstage/jobstage/fdbq"
+	"github.com/jobstage/jobstage/kv"
+	"github.com/jobstage/jobstage/kv/tuple"
+)
+
+// historyAt is the history of the minute of at alone.
+func historyAt(t *testing.T, q *fdbq.Queue, at time.Time) fdbq.Minute {
+	t.Helper()
+	h, err := q.History(context.Background(), q.DB(), "email", at, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Minutes) != 1 || h.Unreadable != 0 {
+		t.Fatalf("history of one minute: %+v", h)
+	}
+	return h.Minutes[0]
+}
+
+func histMinute(at time.Time, m fdbq.Minute) fdbq.Minute {
+	m.At = at.Truncate(time.Minute).UTC()
+	return m
+}
+
+// addAccept adds job id and accepts it.
+func addAccept(t *testing.T, q *fdbq.Queue, id string) *fdbq.Lease {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := q.Add(ctx, q.DB(), fdbq.NewJob{Type: "email", ID: id}); err != nil {
+		t.Fatal(err)
+	}
+	ls, err := q.Accept(ctx, "email", fdbq.AcceptOptions{Max: 1})
+	if err != nil || len(ls) != 1 || ls[0].ID != id {
+		t.Fatalf("accept %s: %v %v", id, trLeaseIDs(ls), err)
+	}
+	return ls[0]
+}
+
+// A worker that sends its ending again (it did not hear the answer, or
+// the commit's result was unknown) finds it made, and counts nothing
+// again: the history counts each attempt once.
+func TestHistoryEndReplayed(t *testing.T) {
+	q, c := newQueue(t)
+	ctx := context.Background()
+	for _, e := range []struct {
+		id  string
+		end fdbq.Ending
+	}{
+		{"ok", fdbq.Ending{How: fdbq.AttemptSucceeded}},
+		{"retry", fdbq.Ending{How: fdbq.AttemptFailed, Cause: "boom"}},
+		{"cancel", fdbq.Ending{How: fdbq.AttemptCanceled, Cause: "no"}},
+		{"snooze", fdbq.Ending{How: fdbq.AttemptSnoozed}},
+	} {
+		l := addAccept(t, q, e.id)
+		for i := range 3 {
+			d, err := q.End(ctx, q.DB(), l, e.end)
+			if err != nil || d.Replayed != (i > 0) {
+				t.Fatalf("%s: end %d: %+v %v", e.id, i, d, err)
+			}
+		}
+	}
+	want := histMinute(c.Now(), fdbq.Minute{Succeeded: 1, Retried: 1, Canceled: 1})
+	if got := historyAt(t, q, c.Now()); got != want {
+		t.Fatalf("history %+v, want %+v", got, want)
+	}
+}
+
+// Every way a job finishes counts, in the minute it finished by the
+// clock of the process that finished it; a job requeued and finished
+// again counts again; removing a job takes nothing from the history.
+func TestHistoryKinds(t *testing.T) {
+	s := fdbq.DefaultTypeSettings()
+	s.Retry = fdbq.RetryPolicy{MaxAttempts: 2, Backoff: fdbq.Constant, Base: time.Millisecond}
+	s.ActivityTimeout = time.Minute
+	q, c := openTestQueue(t, quietLog, s)
+	ctx := context.Background()
+	t0 := c.Now()
+
+	// Minute 0: a success, a retried failure, a final failure, a cancel
+	// of a pending job and one of a running job.
+	if err := q.Finish(ctx, q.DB(), addAccept(t, q, "a"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Fail(ctx, q.DB(), addAccept(t, q, "b"), "first"); err != nil {
+		t.Fatal(err)
+	}
+	ls, err := q.Accept(ctx, "email", fdbq.AcceptOptions{Max: 1})
+	if err == nil && len(ls) == 0 {
+		c.Advance(time.Millisecond)
+		ls, err = q.Accept(ctx, "email", fdbq.AcceptOptions{Max: 1})
+	}
+	if err != nil || len(ls) != 1 || ls[0].ID != "b" {
+		t.Fatalf("accept b again: %v %v", trLeaseIDs(ls), err)
+	}
+	if err := q.Fail(ctx, q.DB(), ls[0], "second"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Add(ctx, q.DB(), fdbq.NewJob{Type: "email", ID: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Cancel(ctx, q.DB(), "email", "c"); err != nil {
+		t.Fatal(err)
+	}
+	addAccept(t, q, "d")
+	if err := q.Cancel(ctx, q.DB(), "email", "d"); err != nil {
+		t.Fatal(err)
+	}
+	want0 := histMinute(t0, fdbq.Minute{Succeeded: 1, Failed: 1, Retried: 1, Canceled: 2})
+	if got := historyAt(t, q, t0); got != want0 {
+		t.Fatalf("minute 0: %+v, want %+v", got, want0)
+	}
+
+	// Minutes later: a job the monitor takes back twice, the second time
+	// out of attempts; "c", requeued, and "a", added again, finish.
+	c.Advance(2 * time.Minute)
+	t1 := c.Now()
+	addAccept(t, q, "e")
+	if st, err := staleSweep(ctx, q, fdbq.MonitorOptions{Logger: quietLog}); err != nil || st.Recycled != 1 || st.Failed != 0 {
+		t.Fatalf("first recycle: %+v %v", st, err)
+	}
+	ls, err = q.Accept(ctx, "email", fdbq.AcceptOptions{Max: 1})
+	if err == nil && len(ls) == 0 {
+		c.Advance(time.Millisecond)
+		ls, err = q.Accept(ctx, "email", fdbq.AcceptOptions{Max: 1})
+	}
+	if err != nil || len(ls) != 1 || ls[0].ID != "e" {
+		t.Fatalf("accept e again: %v %v", trLeaseIDs(ls), err)
+	}
+	if st, err := staleSweep(ctx, q, fdbq.MonitorOptions{Logger: quietLog}); err != nil || st.Recycled != 1 || st.Failed != 1 {
+		t.Fatalf("second recycle: %+v %v", st, err)
+	}
+	if err := q.Requeue(ctx, q.DB(), "email", "c"); err != nil {
+		t.Fatal(err)
+	}
+	ls, err = q.Accept(ctx, "email", fdbq.AcceptOptions{Max: 1})
+	if err != nil || len(ls) != 1 || ls[0].ID != "c" {
+		t.Fatalf("accept c requeued: %v %v", trLeaseIDs(ls), err)
+	}
+	if err := q.Finish(ctx, q.DB(), ls[0], nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Finish(ctx, q.DB(), addAccept(t, q, "a"), nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"a", "c"} {
+		if err := q.Remove(ctx, q.DB(), "email", id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want1 := histMinute(t1, fdbq.Minute{Succeeded: 2, Failed: 1, Recycled: 1})
+	h, err := q.History(ctx, q.DB(), "email", t0, t1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Minutes) != 3 || h.Minutes[0] != want0 || h.Minutes[1] != histMinute(t0.Add(time.Minute), fdbq.Minute{}) || h.Minutes[2] != want1 {
+		t.Fatalf("history %+v, want %+v, an empty minute, %+v", h.Minutes, want0, want1)
+	}
+}
+
+// Two processes whose clocks disagree count each change in the minute of
+// the clock of the process that made it.
+func TestHistorySkewedClocks(t *testing.T) {
+	q, c := newQueue(t)
+	ctx := context.Background()
+	ahead := fdbq.New(q.DB(), fdbq.Options{Now: func() time.Time { return c.Now().Add(5 * time.Minute) }})
+	l := addAccept(t, q, "a")
+	if err := ahead.Finish(ctx, ahead.DB(), l, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Finish(ctx, q.DB(), addAccept(t, q, "b"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := historyAt(t, q, c.Now()), histMinute(c.Now(), fdbq.Minute{Succeeded: 1}); got != want {
+		t.Fatalf("this process's minute: %+v, want %+v", got, want)
+	}
+	later := c.Now().Add(5 * time.Minute)
+	if got, want := historyAt(t, q, later), histMinute(later, fdbq.Minute{Succeeded: 1}); got != want {
+		t.Fatalf("the minute of the process ahead: %+v, want %+v", got, want)
+	}
+}
+
+// History refuses a span it would not read whole, a type never
+// registered and a name that is none.
+func TestHistoryRefused(t *testing.T) {
+	q, c := newQueue(t)
+	ctx := context.Background()
+	now := c.Now()
+	for _, tc := range []struct {
+		name     string
+		typ      string
+		from, to time.Time
+		want     error
+	}{
+		{"to before from", "email", now, now.Add(-time.Minute), fdbq.ErrInvalidJob},
+		{"a day and a minute", "email", now.Add(-fdbq.MaxHistoryMinutes * time.Minute), now, fdbq.ErrInvalidJob},
+		{"unknown type", "sms", now, now, fdbq.ErrUnknownType},
+		{"bad name", "a\xff", now, now, fdbq.ErrInvalidJob},
+	} {
+		if _, err := q.History(ctx, q.DB(), tc.typ, tc.from, tc.to); !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	// A whole day is read, in spans of an hour.
+	h, err := q.History(ctx, q.DB(), "email", now.Add(-(fdbq.MaxHistoryMinutes-1)*time.Minute), now)
+	if err != nil || len(h.Minutes) != fdbq.MaxHistoryMinutes {
+		t.Fatalf("a day: %d minutes, %v", len(h.Minutes), err)
+	}
+	for i, m := range h.Minutes {
+		if want := now.Truncate(time.Minute).Add(time.Duration(i-fdbq.MaxHistoryMinutes+1) * time.Minute).UTC(); !m.At.Equal(want) {
+			t.Fatalf("minute %d is %v, want %v", i, m.At, want)
+		}
+	}
+}
+
+// historyKeys is how many keys type "email"'s history holds.
+func historyKeys(t *testing.T, db *kv.DB) int {
+	t.Helper()
+	kvs, err := kv.ReadTransact(context.Background(), db, func(tx kv.ReadTx) ([]kv.KeyValue, error) {
+		return tx.GetRange(tuple.FromBytes(fdbq.DefaultPrefix).Sub(27, "email").Range(), kv.RangeOptions{})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(kvs)
+}
+
+// The monitor clears the minutes older than the retention, keys that are
+// not counters among them, and keeps the others.
+func TestHistoryTrimmed(t *testing.T) {
+	q0, c := newQueue(t)
+	q := fdbq.New(q0.DB(), fdbq.Options{Now: c.Now, HistoryRetention: time.Hour})
+	ctx := context.Background()
+	t0 := c.Now()
+	if err := q.Finish(ctx, q.DB(), addAccept(t, q, "a"), nil); err != nil {
+		t.Fatal(err)
+	}
+	sub := tuple.FromBytes(fdbq.DefaultPrefix).Sub(27, "email")
+	junk := sub.MustPack(tuple.Tuple{t0.UnixMilli()/60_000 - 5, "junk"})
+	if err := q.DB().Transact(ctx, func(tx kv.Tx) error {
+		tx.Set(junk, []byte("x"))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c.Advance(50 * time.Minute)
+	t1 := c.Now()
+	if err := q.Finish(ctx, q.DB(), addAccept(t, q, "b"), nil); err != nil {
+		t.Fatal(err)
+	}
+	m := fdbq.NewMonitor(q, fdbq.MonitorOptions{Logger: quietLog})
+	if _, err := m.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := historyKeys(t, q.DB()); n != 3 {
+		t.Fatalf("%d keys of history before the retention passed, want 3", n)
+	}
+	// Past the retention of minute 0, not of minute 50.
+	c.Advance(11 * time.Minute)
+	if _, err := m.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := historyAt(t, q, t0); got != histMinute(t0, fdbq.Minute{}) {
+		t.Fatalf("minute 0 after its retention: %+v", got)
+	}
+	if got, want := historyAt(t, q, t1), histMinute(t1, fdbq.Minute{Succeeded: 1}); got != want {
+		t.Fatalf("minute 50: %+v, want %+v", got, want)
+	}
+	if n := historyKeys(t, q.DB()); n != 1 {
+		t.Fatalf("%d keys of history left, want minute 50's", n)
+	}
+}
+
+// Keys in a type's history that are not counters fdbq writes are counted
+// as unreadable and passed over; the counters among them still count.
+func TestHistoryUnreadable(t *testing.T) {
+	q, c := newQueue(t)
+	ctx := context.Background()
+	if err := q.Finish(ctx, q.DB(), addAccept(t, q, "a"), nil); err != nil {
+		t.Fatal(err)
+	}
+	minute := c.Now().UnixMilli() / 60_000
+	sub := tuple.FromBytes(fdbq.DefaultPrefix).Sub(27, "email")
+	eight := binary.LittleEndian.AppendUint64(nil, 7)
+	bad := []kv.KeyValue{
+		{Key: sub.MustPack(tuple.Tuple{minute, int64(1), int64(16)}), Value: eight},       // no such lane
+		{Key: sub.MustPack(tuple.Tuple{minute, int64(1), int64(-1)}), Value: eight},       // nor this
+		{Key: sub.MustPack(tuple.Tuple{minute, int64(9), int64(0)}), Value: eight},        // no such kind
+		{Key: sub.MustPack(tuple.Tuple{minute, int64(1), int64(2)}), Value: []byte("xy")}, // not a counter
+		{Key: sub.MustPack(tuple.Tuple{minute, int64(1), int64(2), "more"}), Value: eight},
+		{Key: sub.MustPack(tuple.Tuple{minute, "kind", int64(2)}), Value: eight},
+		{Key: append(sub.MustPack(tuple.Tuple{minute}), 0xff, 0x00), Value: eight},
+	}
+	good := kv.KeyValue{Key: sub.MustPack(tuple.Tuple{minute, int64(4), int64(3)}), Value: binary.LittleEndian.AppendUint64(nil, 2)}
+	if err := q.DB().Transact(ctx, func(tx kv.Tx) error {
+		for _, e := range append(bad, good) {
+			tx.Set(e.Key, e.Value)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := q.History(ctx, q.DB(), "email", c.Now(), c.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := histMinute(c.Now(), fdbq.Minute{Succeeded: 1, Retried: 2}); len(h.Minutes) != 1 || h.Minutes[0] != want || h.Unreadable != len(bad) {
+		t.Fatalf("history %+v, want %+v and %d unreadable", h, want, len(bad))
+	}
+}
