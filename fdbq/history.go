@@ -45,8 +45,11 @@ const (
 )
 
 // Minute is one minute of a type's history: how many of its jobs
-// finished in it, by outcome, and how many attempts ended in it with the
-// job to run again. Each ended attempt counts once, in one field.
+// finished in it, by outcome, and how many attempts failed in it with the
+// job to run again. Each of these counts once, in one field. Attempts
+// that do not count as attempts (snoozed, released) count nothing, and
+// neither does an attempt that succeeded or was canceled while its job
+// was added again (the job runs again, as the add asked).
 type Minute struct {
 	// At is the minute's start (UTC).
 	At time.Time
