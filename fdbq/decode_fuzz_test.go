@@ -393,29 +393,36 @@ func FuzzListAndOldestDueOverAnyKey(f *testing.F) {
 
 // A key of a type's history parses to the minute and kind it was made
 // from; any other key under the history parses as the tuple layer reads
-// it, with a lane in range and nothing after, or is refused.
+// it — (hour, lane, minute, kind), the hour the minute's, the lane in
+// range — or is refused.
 func FuzzParseHistory(f *testing.F) {
 	f.Add(int64(0), int64(1), 3, []byte(nil))
-	f.Add(int64(math.MinInt64), int64(math.MaxInt64), 15, []byte{0x15, 0x01, 0x15, 0x02, 0x15, 0x10})
-	f.Add(int64(-1), int64(-1), 0, []byte{0x15, 0x01, 0x15, 0x02, 0x14, 0x00})
+	f.Add(int64(math.MinInt64), int64(math.MaxInt64), 15, []byte{0x15, 0x01, 0x15, 0x02, 0x15, 0x10, 0x15, 0x01})
+	f.Add(int64(-1), int64(-1), 0, []byte{0x13, 0xfe, 0x14, 0x13, 0xfe, 0x15, 0x01})
+	f.Add(int64(0), int64(0), 0, []byte{0x15, 0x00, 0x14, 0x14, 0x15, 0x01}) // an hour of 0 in two bytes
 	f.Fuzz(func(t *testing.T, minute, kind int64, lane int, junk []byte) {
 		k := newKeys(tuple.FromBytes(DefaultPrefix))
 		if lane >= 0 && lane < historyLanes {
-			gotMinute, gotKind, ok := k.parseHistory("t", k.history("t", minute, historyKind(kind), lane))
+			key := k.history("t", minute, historyKind(kind), lane)
+			gotMinute, gotKind, ok := k.parseHistory("t", key)
 			if !ok || gotMinute != minute || gotKind != historyKind(kind) {
 				t.Fatalf("(%d, %d, %d) parsed as (%d, %d, %v)", minute, kind, lane, gotMinute, gotKind, ok)
+			}
+			if hour, ok := k.parseHistoryHour("t", key); !ok || hour != floorDiv(minute, 60) {
+				t.Fatalf("the hour of minute %d read as %d, %v", minute, hour, ok)
 			}
 		}
 		sub := k.historyType("t")
 		other := append(append([]byte(nil), sub.Bytes()...), junk...)
 		gotMinute, gotKind, ok := k.parseHistory("t", other)
 		tu, err := sub.Unpack(other)
-		want := err == nil && len(tu) == 3
+		want := err == nil && len(tu) == 4
 		if want {
-			m, ok0 := tu[0].(int64)
-			c, ok1 := tu[1].(int64)
-			l, ok2 := tu[2].(int64)
-			want = ok0 && ok1 && ok2 && l >= 0 && l < historyLanes
+			h, ok0 := tu[0].(int64)
+			l, ok1 := tu[1].(int64)
+			m, ok2 := tu[2].(int64)
+			c, ok3 := tu[3].(int64)
+			want = ok0 && ok1 && ok2 && ok3 && l >= 0 && l < historyLanes && h == floorDiv(m, 60)
 			if want && ok && (m != gotMinute || historyKind(c) != gotKind) {
 				t.Fatalf("% x read as (%d, %d); the tuple layer reads %v", junk, gotMinute, gotKind, tu)
 			}

@@ -190,13 +190,16 @@
 //	(P, 25, type)                         int64 LE: how many interest entries are event log holds
 //	(P, 26, type)                         versionstamp and place: the log's floor; it may miss
 //	                                      changes up to there
-//	(P, 27, type, minute, kind, lane)     int64 LE: the type's history (see History): how many
-//	                                      attempts ended as kind (succeeded, failed, canceled, retried,
-//	                                      recycled) in the minute (ms/60000 by the writer's clock), by
-//	                                      atomic adds in the ending's transaction; a job adds to its
-//	                                      lane's key (as in (P, 12)), so one minute of a busy type is 16
-//	                                      keys a kind, not one. A monitor clears the minutes older than
-//	                                      Options.HistoryRetention
+//	(P, 27, type, hour, lane, minute, kind)
+//	                                      int64 LE: the type's history (see History): how many attempts
+//	                                      ended as kind (succeeded, failed, canceled, retried, recycled)
+//	                                      in the minute (ms/60000 by the writer's clock; hour is
+//	                                      minute/60), by atomic adds in the ending's transaction. A job
+//	                                      adds to its lane's key (as in (P, 12)): within an hour each
+//	                                      lane is a range of its own whose new minutes land at its end,
+//	                                      so a busy type's history is written on 16 ranges, not on the
+//	                                      newest minute's one. A monitor clears whole hours, those that
+//	                                      ended Options.HistoryRetention ago, with one range clear
 //
 // Every state change goes through one function that rewrites the record
 // and moves its index entry and counters together, so the indexes never

@@ -3,6 +3,7 @@ package fdbq
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
 
 	"github.com/jobstage/jobstage/kv"
@@ -18,10 +19,12 @@ import (
 //
 // Each minute is counted on historyLanes keys per kind, by the job's
 // lane, so that no key takes every finish of a busy type (see
-// countShards). The minute is the writer's clock's (Options.Now): two
+// countShards), and the lanes of an hour are ranges apart (see
+// keys.history). The minute is the writer's clock's (Options.Now): two
 // processes whose clocks disagree count one minute's changes in the
-// minutes each believes it is. The monitor clears minutes older than
-// Options.HistoryRetention.
+// minutes each believes it is. The monitor clears the hours that ended
+// Options.HistoryRetention ago: a minute is kept at least that long, and
+// less than an hour longer.
 
 // DefaultHistoryRetention is Options.HistoryRetention when it is zero.
 const DefaultHistoryRetention = 24 * time.Hour
@@ -108,7 +111,7 @@ func (q *Queue) countHistory(tx kv.Tx, typ, id string, old, rec *record) {
 
 // History reads typ's counts for every minute from the minute of from to
 // the minute of to, both included: at most MaxHistoryMinutes of them.
-// The minutes are read a span of an hour at a time, each in its own
+// The minutes are read an hour of the clock at a time, each in its own
 // transaction without conflicts: the counts of a minute still going on
 // are those of one moment.
 func (q *Queue) History(ctx context.Context, tr kv.ReadTransactor, typ string, from, to time.Time) (*History, error) {
@@ -126,8 +129,9 @@ func (q *Queue) History(ctx context.Context, tr kv.ReadTransactor, typ string, f
 	for i := range h.Minutes {
 		h.Minutes[i].At = time.UnixMilli((first + int64(i)) * 60_000).UTC()
 	}
-	for begin := first; begin <= last; begin += 60 {
-		end := min(begin+60, last+1)
+	for begin := first; begin <= last; {
+		hour := floorDiv(begin, 60)
+		end := min((hour+1)*60, last+1)
 		bad, err := kv.ReadTransact(ctx, tr, func(tx kv.ReadTx) (int, error) {
 			if begin == first {
 				// A type whose settings do not decode still has its
@@ -139,12 +143,13 @@ func (q *Queue) History(ctx context.Context, tr kv.ReadTransactor, typ string, f
 			for i := begin; i < end; i++ {
 				h.Minutes[i-first] = Minute{At: h.Minutes[i-first].At}
 			}
-			return q.readHistory(snapshotOf(tx), typ, begin, end, h.Minutes[begin-first:end-first])
+			return q.readHistory(snapshotOf(tx), typ, hour, begin, h.Minutes[begin-first:end-first])
 		})
 		if err != nil {
 			return nil, err
 		}
 		h.Unreadable += bad
+		begin = end
 	}
 	return h, nil
 }
@@ -152,11 +157,11 @@ func (q *Queue) History(ctx context.Context, tr kv.ReadTransactor, typ string, f
 // historyPage is how many keys readHistory reads at once.
 const historyPage = 1000
 
-// readHistory adds the counters of minutes [begin, end) to out (out[0]
-// being minute begin's) and returns how many keys of the range are not
-// counters.
-func (q *Queue) readHistory(tx kv.ReadTx, typ string, begin, end int64, out []Minute) (int, error) {
-	r := kv.Range{Begin: q.k.historyMinute(typ, begin), End: q.k.historyMinute(typ, end)}
+// readHistory reads hour's counters, adds those of minutes begin to
+// begin+len(out)-1 (of the hour) to out, and returns how many keys of
+// the hour's range are not counters.
+func (q *Queue) readHistory(tx kv.ReadTx, typ string, hour, begin int64, out []Minute) (int, error) {
+	r := kv.Range{Begin: q.k.historyHour(typ, hour), End: q.k.historyHour(typ, hour+1)}
 	bad := 0
 	for {
 		kvs, err := tx.GetRange(r, kv.RangeOptions{Limit: historyPage})
@@ -165,9 +170,12 @@ func (q *Queue) readHistory(tx kv.ReadTx, typ string, begin, end int64, out []Mi
 		}
 		for _, e := range kvs {
 			minute, kind, ok := q.k.parseHistory(typ, e.Key)
-			if !ok || minute < begin || minute >= end || len(e.Value) != 8 {
+			if !ok || len(e.Value) != 8 || kind < histSucceeded || kind > histRecycled {
 				bad++
 				continue
+			}
+			if minute < begin || minute >= begin+int64(len(out)) {
+				continue // of the hour, not asked for
 			}
 			n := kv.DecodeInt64(e.Value)
 			m := &out[minute-begin]
@@ -182,8 +190,6 @@ func (q *Queue) readHistory(tx kv.ReadTx, typ string, begin, end int64, out []Mi
 				m.Retried += n
 			case histRecycled:
 				m.Recycled += n
-			default:
-				bad++
 			}
 		}
 		if len(kvs) < historyPage {
@@ -193,34 +199,59 @@ func (q *Queue) readHistory(tx kv.ReadTx, typ string, begin, end int64, out []Mi
 	}
 }
 
-// oldHistory reports whether typ has history keys before the minute of
-// now less the retention: the monitor's to clear.
-func (q *Queue) oldHistory(tx kv.ReadTx, typ string, now int64) (bool, error) {
-	cut := floorDiv(now-q.historyRetention.Milliseconds(), 60_000)
-	return anyIn(tx, kv.Range{Begin: q.k.historyType(typ).Range().Begin, End: q.k.historyMinute(typ, cut)})
+// The monitor clears a type's history an hour of the clock at a time:
+// the hours that ended the retention ago or earlier (so a minute is kept
+// at least the retention, and less than an hour longer), and whatever
+// else lies before them in the type's range.
+
+// historyCut is the first hour of history the retention keeps at now.
+func (q *Queue) historyCut(now int64) int64 {
+	return floorDiv(now-q.historyRetention.Milliseconds(), 3_600_000)
 }
 
-// historyDue returns when typ's oldest minute of history is past the
-// retention (ms), or false when it has none that parses.
-func (q *Queue) historyDue(tx kv.ReadTx, typ string) (int64, bool, error) {
-	kvs, err := tx.GetRange(q.k.historyType(typ).Range(), kv.RangeOptions{Limit: 1})
+// oldHistory reports whether typ has history keys before the hours the
+// retention keeps: the monitor's to clear.
+func (q *Queue) oldHistory(tx kv.ReadTx, typ string, now int64) (bool, error) {
+	return anyIn(tx, kv.Range{Begin: q.k.historyType(typ).Range().Begin, End: q.k.historyHour(typ, q.historyCut(now))})
+}
+
+// historyDue returns when, by now (ms), typ's oldest hour of history is
+// past the retention (ms), or false when it has none, or none that falls
+// due within a century. Keys that do not start with an hour are passed
+// over: a sweep clears them with the hours after them.
+func (q *Queue) historyDue(tx kv.ReadTx, typ string, now int64) (int64, bool, error) {
+	r := kv.Range{Begin: q.k.historyHour(typ, math.MinInt64), End: q.k.historyType(typ).Range().End}
+	kvs, err := tx.GetRange(r, kv.RangeOptions{Limit: 1})
 	if err != nil || len(kvs) == 0 {
 		return 0, false, err
 	}
-	minute, _, ok := q.k.parseHistory(typ, kvs[0].Key)
+	hour, ok := q.k.parseHistoryHour(typ, kvs[0].Key)
 	if !ok {
 		return 0, false, nil
 	}
-	return (minute+1)*60_000 + q.historyRetention.Milliseconds(), true, nil
+	// Written by a clock that was far off: due now if in the past, never
+	// if in the future, with no arithmetic that could overflow.
+	const century = 100 * 365 * 24
+	nowHour := floorDiv(now, 3_600_000)
+	switch {
+	case hour < nowHour-century:
+		return now, true, nil
+	case hour > nowHour+century:
+		return 0, false, nil
+	}
+	at := (hour+1)*3_600_000 + q.historyRetention.Milliseconds()
+	if at > now+century*3_600_000 {
+		return 0, false, nil
+	}
+	return at, true, nil
 }
 
-// trimHistory clears typ's minutes of history older than the retention,
-// and whatever else lies before them in the range.
+// trimHistory clears typ's hours of history past the retention, and
+// whatever else lies before them in the range.
 func (q *Queue) trimHistory(ctx context.Context, typ string) error {
 	return q.db.Transact(ctx, func(tx kv.Tx) error {
 		// Looked at again: another monitor may have cleared them since.
-		cut := floorDiv(q.nowMs()-q.historyRetention.Milliseconds(), 60_000)
-		r := kv.Range{Begin: q.k.historyType(typ).Range().Begin, End: q.k.historyMinute(typ, cut)}
+		r := kv.Range{Begin: q.k.historyType(typ).Range().Begin, End: q.k.historyHour(typ, q.historyCut(q.nowMs()))}
 		if some, err := anyIn(tx.Snapshot(), r); err != nil || !some {
 			return err
 		}

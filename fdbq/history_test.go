@@ -232,25 +232,31 @@ func historyKeys(t *testing.T, db *kv.DB) int {
 	return len(kvs)
 }
 
-// The monitor clears the minutes older than the retention, keys that are
-// not counters among them, and keeps the others.
+// The monitor clears the hours of history that ended the retention ago,
+// keys that are not counters among them, and keeps the others; it wakes
+// for them.
 func TestHistoryTrimmed(t *testing.T) {
 	q0, c := newQueue(t)
 	q := fdbq.New(q0.DB(), fdbq.Options{Now: c.Now, HistoryRetention: time.Hour})
 	ctx := context.Background()
+	// At 10 past an hour.
+	c.Advance(time.Duration(70-c.Now().UnixMilli()/60_000%60) % 60 * time.Minute)
 	t0 := c.Now()
 	if err := q.Finish(ctx, q.DB(), addAccept(t, q, "a"), nil); err != nil {
 		t.Fatal(err)
 	}
 	sub := tuple.FromBytes(fdbq.DefaultPrefix).Sub(27, "email")
-	junk := sub.MustPack(tuple.Tuple{t0.UnixMilli()/60_000 - 5, "junk"})
+	junk := [][]byte{sub.MustPack(tuple.Tuple{"junk"}), sub.MustPack(tuple.Tuple{t0.UnixMilli()/3_600_000 - 5, "junk"})}
 	if err := q.DB().Transact(ctx, func(tx kv.Tx) error {
-		tx.Set(junk, []byte("x"))
+		for _, k := range junk {
+			tx.Set(k, []byte("x"))
+		}
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	c.Advance(50 * time.Minute)
+	// Into the next hour.
+	c.Advance(55 * time.Minute)
 	t1 := c.Now()
 	if err := q.Finish(ctx, q.DB(), addAccept(t, q, "b"), nil); err != nil {
 		t.Fatal(err)
@@ -259,22 +265,59 @@ func TestHistoryTrimmed(t *testing.T) {
 	if _, err := m.Sweep(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := historyKeys(t, q.DB()); n != 3 {
-		t.Fatalf("%d keys of history before the retention passed, want 3", n)
+	// The junk lies before the hours kept (that of t0 and later): gone.
+	if n := historyKeys(t, q.DB()); n != 2 {
+		t.Fatalf("%d keys of history before the retention passed, want the minutes of t0 and t1", n)
 	}
-	// Past the retention of minute 0, not of minute 50.
-	c.Advance(11 * time.Minute)
+	// 1h55m after t0: its hour ended more than the retention ago, t1's
+	// (1h05m ago) did not.
+	c.Advance(time.Hour)
 	if _, err := m.Sweep(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if got := historyAt(t, q, t0); got != histMinute(t0, fdbq.Minute{}) {
-		t.Fatalf("minute 0 after its retention: %+v", got)
+		t.Fatalf("minute of t0 after its retention: %+v", got)
 	}
 	if got, want := historyAt(t, q, t1), histMinute(t1, fdbq.Minute{Succeeded: 1}); got != want {
-		t.Fatalf("minute 50: %+v, want %+v", got, want)
+		t.Fatalf("minute of t1: %+v, want %+v", got, want)
 	}
 	if n := historyKeys(t, q.DB()); n != 1 {
-		t.Fatalf("%d keys of history left, want minute 50's", n)
+		t.Fatalf("%d keys of history left, want t1's", n)
+	}
+}
+
+// An idle monitor wakes when the oldest hour of history passes its
+// retention, and clears it; with nothing else to do it then makes no
+// transactions.
+func TestHistoryTrimWakesIdleMonitor(t *testing.T) {
+	q0, c := newQueue(t)
+	ctx := context.Background()
+	if err := q0.Finish(ctx, q0.DB(), addAccept(t, q0, "a"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := q0.Remove(ctx, q0.DB(), "email", "a"); err != nil {
+		t.Fatal(err)
+	}
+	// A retention that ends a few seconds from now, by a clock that
+	// runs on real time from an hour and a bit after the finish.
+	start := time.Now()
+	base := c.Now().Truncate(time.Hour).Add(time.Hour)
+	now := func() time.Time { return base.Add(time.Since(start)) }
+	q := fdbq.New(q0.DB(), fdbq.Options{Now: now, HistoryRetention: 2 * time.Second})
+	swept := make(chan fdbq.SweepStats, 100)
+	m := fdbq.NewMonitor(q, fdbq.MonitorOptions{Logger: quietLog, Interval: 100 * time.Millisecond,
+		OnSweep: func(st fdbq.SweepStats) { swept <- st }})
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Stop(ctx)
+	deadline := time.After(30 * time.Second)
+	for historyKeys(t, q.DB()) != 0 {
+		select {
+		case <-swept:
+		case <-deadline:
+			t.Fatalf("the history was not cleared 30 s after it fell due; %d keys left", historyKeys(t, q.DB()))
+		}
 	}
 }
 
@@ -289,16 +332,18 @@ func TestHistoryUnreadable(t *testing.T) {
 	minute := c.Now().UnixMilli() / 60_000
 	sub := tuple.FromBytes(fdbq.DefaultPrefix).Sub(27, "email")
 	eight := binary.LittleEndian.AppendUint64(nil, 7)
+	hour := minute / 60
 	bad := []kv.KeyValue{
-		{Key: sub.MustPack(tuple.Tuple{minute, int64(1), int64(16)}), Value: eight},       // no such lane
-		{Key: sub.MustPack(tuple.Tuple{minute, int64(1), int64(-1)}), Value: eight},       // nor this
-		{Key: sub.MustPack(tuple.Tuple{minute, int64(9), int64(0)}), Value: eight},        // no such kind
-		{Key: sub.MustPack(tuple.Tuple{minute, int64(1), int64(2)}), Value: []byte("xy")}, // not a counter
-		{Key: sub.MustPack(tuple.Tuple{minute, int64(1), int64(2), "more"}), Value: eight},
-		{Key: sub.MustPack(tuple.Tuple{minute, "kind", int64(2)}), Value: eight},
-		{Key: append(sub.MustPack(tuple.Tuple{minute}), 0xff, 0x00), Value: eight},
+		{Key: sub.MustPack(tuple.Tuple{hour, int64(16), minute, int64(1)}), Value: eight},       // no such lane
+		{Key: sub.MustPack(tuple.Tuple{hour, int64(-1), minute, int64(1)}), Value: eight},       // nor this
+		{Key: sub.MustPack(tuple.Tuple{hour, int64(0), minute, int64(9)}), Value: eight},        // no such kind
+		{Key: sub.MustPack(tuple.Tuple{hour, int64(2), minute, int64(1)}), Value: []byte("xy")}, // not a counter
+		{Key: sub.MustPack(tuple.Tuple{hour, int64(2), minute + 60, int64(1)}), Value: eight},   // not of this hour
+		{Key: sub.MustPack(tuple.Tuple{hour, int64(2), minute, int64(1), "more"}), Value: eight},
+		{Key: sub.MustPack(tuple.Tuple{hour, "lane", minute, int64(2)}), Value: eight},
+		{Key: append(sub.MustPack(tuple.Tuple{hour}), 0xff, 0x00), Value: eight},
 	}
-	good := kv.KeyValue{Key: sub.MustPack(tuple.Tuple{minute, int64(4), int64(3)}), Value: binary.LittleEndian.AppendUint64(nil, 2)}
+	good := kv.KeyValue{Key: sub.MustPack(tuple.Tuple{hour, int64(3), minute, int64(4)}), Value: binary.LittleEndian.AppendUint64(nil, 2)}
 	if err := q.DB().Transact(ctx, func(tx kv.Tx) error {
 		for _, e := range append(bad, good) {
 			tx.Set(e.Key, e.Value)

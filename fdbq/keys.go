@@ -418,17 +418,24 @@ func (k keys) countRange(typ string, s State) kv.Range {
 }
 
 // history is the key of lane's count of kind in minute of typ's history:
-// (P, 27, type, minute, kind, lane).
+// (P, 27, type, hour, lane, minute, kind), hour being the minute's
+// (minute/60, rounded down). Within an hour each lane has its own range,
+// whose new minutes land at its end: the writes of a busy type's history
+// go to 16 ranges, not to the newest minute's one (which a store that
+// splits ranges by their past writes would find on one shard). The hour
+// first lets a monitor clear whole hours with one range clear, and find
+// the oldest with one read.
 func (k keys) history(typ string, minute int64, kind historyKind, lane int) []byte {
 	p := k.of(typ).history
-	b := append(make([]byte, 0, len(p)+24), p...)
-	return appendInt(appendInt(appendInt(b, minute), int64(kind)), int64(lane))
+	b := append(make([]byte, 0, len(p)+36), p...)
+	b = appendInt(appendInt(b, floorDiv(minute, 60)), int64(lane))
+	return appendInt(appendInt(b, minute), int64(kind))
 }
 
-// historyMinute is where minute's keys of typ's history begin.
-func (k keys) historyMinute(typ string, minute int64) []byte {
+// historyHour is where hour's keys of typ's history begin.
+func (k keys) historyHour(typ string, hour int64) []byte {
 	p := k.of(typ).history
-	return appendInt(append(make([]byte, 0, len(p)+9), p...), minute)
+	return appendInt(append(make([]byte, 0, len(p)+9), p...), hour)
 }
 
 // historyType is typ's history.
@@ -442,22 +449,36 @@ func (k keys) parseHistory(typ string, key []byte) (minute int64, kind historyKi
 		return 0, 0, false
 	}
 	b := key[len(p):]
-	var c, lane int64
-	if minute, b, ok = readInt(b); !ok {
+	var hour, lane, c int64
+	if hour, b, ok = readInt(b); !ok {
 		return 0, 0, false
 	}
-	if c, b, ok = readInt(b); !ok {
+	if lane, b, ok = readInt(b); !ok || lane < 0 || lane >= historyLanes {
 		return 0, 0, false
 	}
-	if lane, b, ok = readInt(b); !ok || len(b) != 0 || lane < 0 || lane >= historyLanes {
+	if minute, b, ok = readInt(b); !ok || floorDiv(minute, 60) != hour {
+		return 0, 0, false
+	}
+	if c, b, ok = readInt(b); !ok || len(b) != 0 {
 		return 0, 0, false
 	}
 	// Written by fdbq: its integers in their one encoding, so that the
-	// key lies in its minute's range.
+	// key lies in its hour's range.
 	if !bytes.Equal(key, k.history(typ, minute, historyKind(c), int(lane))) {
 		return 0, 0, false
 	}
 	return minute, historyKind(c), true
+}
+
+// parseHistoryHour reads the hour of a key of typ's history, or reports
+// false when it does not start with one.
+func (k keys) parseHistoryHour(typ string, key []byte) (int64, bool) {
+	p := k.of(typ).history
+	if !bytes.HasPrefix(key, p) {
+		return 0, false
+	}
+	hour, _, ok := readInt(key[len(p):])
+	return hour, ok
 }
 
 func (k keys) typ(name string) []byte { return k.root.MustPack(tuple.Tuple{tagType, name}) }

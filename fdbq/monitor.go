@@ -585,7 +585,7 @@ func (m *Monitor) nextDue(ctx context.Context) (*monitorWait, error) {
 			} else if ok {
 				w.afterMs(at+q.eventRetention.Milliseconds(), now)
 			}
-			if at, ok, err := q.historyDue(snap, t.Name); err != nil {
+			if at, ok, err := q.historyDue(snap, t.Name, now); err != nil {
 				return nil, err
 			} else if ok {
 				w.afterMs(at, now)

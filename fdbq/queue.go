@@ -46,8 +46,8 @@ type Options struct {
 	// DefaultEventRetention.
 	EventRetention time.Duration
 	// HistoryRetention is how long a type's history (History) keeps a
-	// minute; a monitor clears older ones. Default (0):
-	// DefaultHistoryRetention.
+	// minute at least; a monitor clears the hours that ended this long
+	// ago. Default (0): DefaultHistoryRetention.
 	HistoryRetention time.Duration
 }
 
