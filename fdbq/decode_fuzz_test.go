@@ -1,6 +1,7 @@
 package fdbq
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -408,7 +409,7 @@ func FuzzParseHistory(f *testing.F) {
 			if !ok || gotMinute != minute || gotKind != historyKind(kind) {
 				t.Fatalf("(%d, %d, %d) parsed as (%d, %d, %v)", minute, kind, lane, gotMinute, gotKind, ok)
 			}
-			if hour, ok := k.parseHistoryHour("t", key); !ok || hour != floorDiv(minute, 60) {
+			if hour, ok := k.historyHourOf("t", key); !ok || hour != floorDiv(minute, 60) {
 				t.Fatalf("the hour of minute %d read as %d, %v", minute, hour, ok)
 			}
 		}
@@ -429,6 +430,19 @@ func FuzzParseHistory(f *testing.F) {
 		}
 		if ok != want {
 			t.Fatalf("% x: parseHistory says %v; the tuple layer reads %v (%v)", junk, ok, tu, err)
+		}
+		// Any key lies in the range of the hour historyHourOf says, or
+		// before every hour's.
+		h, in := k.historyHourOf("t", other)
+		switch {
+		case !in && bytes.Compare(other, k.historyHour("t", math.MinInt64)) >= 0:
+			t.Fatalf("% x: before every hour, says historyHourOf", junk)
+		case in && bytes.Compare(other, k.historyHour("t", h)) < 0:
+			t.Fatalf("% x: in hour %d, before its range", junk, h)
+		case in && h < math.MaxInt64 && bytes.Compare(other, k.historyHour("t", h+1)) >= 0:
+			t.Fatalf("% x: in hour %d, after its range", junk, h)
+		case ok && h != floorDiv(gotMinute, 60):
+			t.Fatalf("% x: a counter of minute %d, in hour %d's range", junk, gotMinute, h)
 		}
 	})
 }

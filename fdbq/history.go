@@ -215,35 +215,29 @@ func (q *Queue) oldHistory(tx kv.ReadTx, typ string, now int64) (bool, error) {
 	return anyIn(tx, kv.Range{Begin: q.k.historyType(typ).Range().Begin, End: q.k.historyHour(typ, q.historyCut(now))})
 }
 
-// historyDue returns when, by now (ms), typ's oldest hour of history is
-// past the retention (ms), or false when it has none, or none that falls
-// due within a century. Keys that do not start with an hour are passed
-// over: a sweep clears them with the hours after them.
-func (q *Queue) historyDue(tx kv.ReadTx, typ string, now int64) (int64, bool, error) {
-	r := kv.Range{Begin: q.k.historyHour(typ, math.MinInt64), End: q.k.historyType(typ).Range().End}
-	kvs, err := tx.GetRange(r, kv.RangeOptions{Limit: 1})
+// historyDue returns when the hour of typ's history that its first key
+// lies in is past the retention (ms), or false when it has no key. The
+// hour is the key's by key order, as trimHistory clears: a key that is
+// no counter is due with the hour whose keys it sorts among, or at once
+// if it sorts before every hour's. An hour so far off that its deadline
+// does not fit in an int64 is due at the int64's end.
+func (q *Queue) historyDue(tx kv.ReadTx, typ string) (int64, bool, error) {
+	kvs, err := tx.GetRange(q.k.historyType(typ).Range(), kv.RangeOptions{Limit: 1})
 	if err != nil || len(kvs) == 0 {
 		return 0, false, err
 	}
-	hour, ok := q.k.parseHistoryHour(typ, kvs[0].Key)
-	if !ok {
-		return 0, false, nil
+	hour, ok := q.k.historyHourOf(typ, kvs[0].Key)
+	if !ok || hour < math.MinInt64/3_600_000 {
+		return math.MinInt64, true, nil
 	}
-	// Written by a clock that was far off: due now if in the past, never
-	// if in the future, with no arithmetic that could overflow.
-	const century = 100 * 365 * 24
-	nowHour := floorDiv(now, 3_600_000)
-	switch {
-	case hour < nowHour-century:
-		return now, true, nil
-	case hour > nowHour+century:
-		return 0, false, nil
+	if hour >= math.MaxInt64/3_600_000-1 {
+		return math.MaxInt64, true, nil
 	}
-	at := (hour+1)*3_600_000 + q.historyRetention.Milliseconds()
-	if at > now+century*3_600_000 {
-		return 0, false, nil
+	end, ret := (hour+1)*3_600_000, q.historyRetention.Milliseconds()
+	if ret > 0 && end > math.MaxInt64-ret {
+		return math.MaxInt64, true, nil
 	}
-	return at, true, nil
+	return end + ret, true, nil
 }
 
 // trimHistory clears typ's hours of history past the retention, and

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/kv"
+	"github.com/jobstage/jobstage/kv/embedded"
 	"github.com/jobstage/jobstage/kv/tuple"
 )
 
@@ -358,5 +359,34 @@ func TestHistoryUnreadable(t *testing.T) {
 	}
 	if want := histMinute(c.Now(), fdbq.Minute{Succeeded: 1, Retried: 2}); len(h.Minutes) != 1 || h.Minutes[0] != want || h.Unreadable != len(bad) {
 		t.Fatalf("history %+v, want %+v and %d unreadable", h, want, len(bad))
+	}
+}
+
+// An idle monitor wakes to clear hours of history past the retention
+// behind a key of the history that is no counter, and clears that key
+// with them: the key does not hide them.
+func TestHistoryTrimmedBehindJunk(t *testing.T) {
+	q0 := newRealClockQueue(t, embedded.Options{})
+	q := fdbq.New(q0.DB(), fdbq.Options{HistoryRetention: time.Hour})
+	ctx := context.Background()
+	l := startMonitor(t, q, fdbq.MonitorOptions{})
+	// A count of three hours ago, as a finish then wrote it, behind a key
+	// before every hour's.
+	sub := tuple.FromBytes(fdbq.DefaultPrefix).Sub(27, "email")
+	then := time.Now().Add(-3 * time.Hour)
+	minute := then.UnixMilli() / 60_000
+	if err := q.DB().Transact(ctx, func(tx kv.Tx) error {
+		tx.Add(sub.MustPack(tuple.Tuple{minute / 60, int64(0), minute, int64(1)}), 1)
+		tx.Set(sub.MustPack(tuple.Tuple{"junk"}), []byte("x"))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := historyAt(t, q, then), histMinute(then, fdbq.Minute{Succeeded: 1}); got != want {
+		t.Fatalf("the count: %+v, want %+v", got, want)
+	}
+	addJob(t, q, fdbq.NewJob{ID: "wake"}) // a change: the monitor reads again
+	for historyKeys(t, q.DB()) != 0 {
+		recvWithin(t, l.swept, "a sweep clearing hours past the retention behind a key that is no counter")
 	}
 }

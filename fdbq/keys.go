@@ -470,15 +470,29 @@ func (k keys) parseHistory(typ string, key []byte) (minute int64, kind historyKi
 	return minute, historyKind(c), true
 }
 
-// parseHistoryHour reads the hour of a key of typ's history, or reports
-// false when it does not start with one.
-func (k keys) parseHistoryHour(typ string, key []byte) (int64, bool) {
-	p := k.of(typ).history
-	if !bytes.HasPrefix(key, p) {
+// historyHourOf is the hour of typ's history whose keys' range holds key,
+// by key order, as a range clear up to an hour's first key clears: the
+// last hour whose keys begin at or before it, or false for a key before
+// every hour's.
+func (k keys) historyHourOf(typ string, key []byte) (int64, bool) {
+	if minute, _, ok := k.parseHistory(typ, key); ok {
+		return floorDiv(minute, 60), true
+	}
+	// Hours as unsigned numbers in their order, searched by key.
+	begins := func(u uint64) []byte { return k.historyHour(typ, int64(u^1<<63)) }
+	if bytes.Compare(begins(0), key) > 0 {
 		return 0, false
 	}
-	hour, _, ok := readInt(key[len(p):])
-	return hour, ok
+	lo, hi := uint64(0), uint64(math.MaxUint64)
+	for lo < hi {
+		mid := lo + (hi-lo)/2 + 1
+		if bytes.Compare(begins(mid), key) <= 0 {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return int64(lo ^ 1<<63), true
 }
 
 func (k keys) typ(name string) []byte { return k.root.MustPack(tuple.Tuple{tagType, name}) }

@@ -492,9 +492,17 @@ func (w *monitorWait) after(d time.Duration) {
 	}
 }
 
-// afterMs notes a deadline of the queue's clock, in Unix ms.
+// afterMs notes a deadline of the queue's clock, in Unix ms: one that
+// has passed is due at once, one further off than a time.Duration holds
+// (a clock centuries ahead wrote it) as far off as one does.
 func (w *monitorWait) afterMs(deadline, now int64) {
-	w.after(time.Duration(deadline-now) * time.Millisecond)
+	if deadline <= now {
+		w.after(0)
+		return
+	}
+	// Exact, as deadline > now, though deadline-now may not fit an int64.
+	ms := uint64(deadline) - uint64(now)
+	w.after(time.Duration(min(ms, uint64(math.MaxInt64/time.Millisecond))) * time.Millisecond)
 }
 
 // activityWindow is how many of the first activity entries of each
@@ -585,7 +593,7 @@ func (m *Monitor) nextDue(ctx context.Context) (*monitorWait, error) {
 			} else if ok {
 				w.afterMs(at+q.eventRetention.Milliseconds(), now)
 			}
-			if at, ok, err := q.historyDue(snap, t.Name, now); err != nil {
+			if at, ok, err := q.historyDue(snap, t.Name); err != nil {
 				return nil, err
 			} else if ok {
 				w.afterMs(at, now)

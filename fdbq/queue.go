@@ -47,7 +47,7 @@ type Options struct {
 	EventRetention time.Duration
 	// HistoryRetention is how long a type's history (History) keeps a
 	// minute at least; a monitor clears the hours that ended this long
-	// ago. Default (0): DefaultHistoryRetention.
+	// ago. Default (0 or less): DefaultHistoryRetention.
 	HistoryRetention time.Duration
 }
 
@@ -97,7 +97,7 @@ func New(db *kv.DB, opts Options) *Queue {
 	return &Queue{db: db, k: newKeys(tuple.FromBytes(prefix)), now: now, watches: newWatchShare(waitWatches), log: opts.Logger,
 		zones: &zoneCache{}, intn: intn, interests: newInterests(), eventHolds: newEventHolds(),
 		eventRetention:   cmp.Or(opts.EventRetention, DefaultEventRetention),
-		historyRetention: cmp.Or(opts.HistoryRetention, DefaultHistoryRetention)}
+		historyRetention: cmp.Or(max(opts.HistoryRetention, 0), DefaultHistoryRetention)}
 }
 
 // logger is Options.Logger, or the default logger.

@@ -100,3 +100,31 @@ func TestTypeHistoryRoles(t *testing.T) {
 	wantError(t, e.do("GET", "/v1/types/email/history", "metrics-secret-1", ""), 403, httpapi.CodeForbidden)
 	wantError(t, e.do("GET", "/v1/types/email/history", "", ""), 401, httpapi.CodeUnauthorized)
 }
+
+// A span at the ends of the times RFC 3339 writes is answered: one
+// within them in full, one that reaches past them (its first minute
+// before the year 0, its last after 9999, by an offset too) refused as
+// invalid, not failed as an answer that could not be encoded.
+func TestTypeHistoryEndsOfTime(t *testing.T) {
+	e := newEnv(t, httpapi.Options{})
+	for _, query := range []string{
+		"minutes=1&until=0000-01-01T00:00:59Z",
+		"minutes=1440&until=0000-01-01T23:59:59Z",
+		"minutes=1440&until=9999-12-31T23:59:59Z",
+		"minutes=1&until=9999-12-31T23:59:59.999999999Z",
+	} {
+		a := e.do("GET", "/v1/types/email/history?"+query, "", "")
+		var h httpapi.TypeHistory
+		if a.status != 200 || json.Unmarshal(a.body, &h) != nil || len(h.Minutes) == 0 {
+			t.Fatalf("%s: %d %s", query, a.status, a.body)
+		}
+	}
+	for _, query := range []string{
+		"minutes=2&until=0000-01-01T00:00:00Z",
+		"minutes=1440&until=0000-01-01T00:00:00Z",
+		"minutes=1&until=9999-12-31T23:59:59-10:00",
+		"minutes=1&until=0000-01-01T00:00:00%2B01:00",
+	} {
+		wantError(t, e.do("GET", "/v1/types/email/history?"+query, "", ""), 400, httpapi.CodeInvalid, "until")
+	}
+}

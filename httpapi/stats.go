@@ -105,6 +105,11 @@ func (s *Server) typeHistory(w http.ResponseWriter, r *http.Request) error {
 		until = s.q.Now()
 	}
 	from := until.Truncate(time.Minute).Add(-time.Duration(minutes-1) * time.Minute)
+	// Each minute is answered as an RFC 3339 time, which has years 0000
+	// to 9999 only.
+	if from.UTC().Year() < 0 || until.UTC().Year() > 9999 {
+		return invalid("until: %d minutes up to %s reach outside the years 0000 to 9999", minutes, until.UTC().Format(time.RFC3339))
+	}
 	h, err := s.q.History(r.Context(), s.db, typ, from, until)
 	if err != nil {
 		return err
