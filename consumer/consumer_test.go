@@ -381,14 +381,16 @@ func TestServeTakesTurnsByKey(t *testing.T) {
 				byID[l.ID] = l
 			}
 		}
-		gate := make(chan struct{})
-		var mu sync.Mutex
-		var started []string
+		// Each handler says it started, then waits for its release. The
+		// test releases one handler at a time and waits for the start
+		// that takes its place, so only one handler slot is ever free:
+		// the starts arrive in the order Serve hands the jobs out, not
+		// in the order the handlers' goroutines happen to run.
+		starts := make(chan string, len(jobs))
+		release := make(chan struct{})
 		c, err := consumer.NewFunc(func(ctx context.Context, j *consumer.Job[json.RawMessage]) error {
-			mu.Lock()
-			started = append(started, j.ID)
-			mu.Unlock()
-			<-gate
+			starts <- j.ID
+			<-release
 			return nil
 		}, consumer.Options{Concurrency: concurrency, MaxDemand: 2 * len(jobs)})
 		if err != nil {
@@ -403,20 +405,24 @@ func TestServeTakesTurnsByKey(t *testing.T) {
 		for _, j := range jobs {
 			in <- consumer.NewEnvelope(ctx, q, byID[j.ID], consumer.EnvelopeOptions{})
 		}
-		close(gate) // every envelope is in Serve's queue: the handlers go on
-		close(in)
-		recv(t, done, "Serve to return")
-		if len(started) != len(jobs) {
-			t.Fatalf("started %d of %d jobs", len(started), len(jobs))
+		close(in) // every envelope is in Serve's queue
+		var started []string
+		for range concurrency {
+			started = append(started, recv(t, starts, "a handler to start"))
 		}
+		for len(started) < len(jobs) {
+			release <- struct{}{}
+			started = append(started, recv(t, starts, fmt.Sprintf("start %d of %d", len(started)+1, len(jobs))))
+		}
+		close(release)
+		recv(t, done, "Serve to return")
 		return started, jobs
 	}
 
 	// At most 4 handlers took jobs before the rest arrived; then the keys
-	// take turns (turns_internal_test.go has the exact order; the
-	// handlers record their starts in whatever order the four of them
-	// run): "b" is among the first starts after those, and the jobs
-	// without a key alternate with those of "a".
+	// take turns (turns_internal_test.go has the exact order): "b" is
+	// among the first starts after those, and the jobs without a key
+	// alternate with those of "a".
 	started, jobs := run(4)
 	at := map[string]int{}
 	for i, id := range started {
