@@ -27,6 +27,10 @@ func (c *cli) history(args []string) error {
 	if err != nil {
 		return err
 	}
+	if *until != "" && end.IsZero() {
+		// The client sends the zero time as no time at all: now.
+		return usagef("--until %q: want a time after 0001-01-01T00:00:00Z", *until)
+	}
 	h, err := cf.client().History(c.ctx, pos[0], *minutes, end)
 	if err != nil {
 		return err

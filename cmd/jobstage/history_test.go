@@ -87,8 +87,10 @@ func TestHistoryCommand(t *testing.T) {
 	if _, errOut, code := runIn(t, "history", "email", "--minutes", "1441", "--server", hs.URL); code != 2 || !strings.Contains(errOut, "--minutes 1441") {
 		t.Fatalf("--minutes 1441: exit %d: %s", code, errOut)
 	}
-	if _, errOut, code := runIn(t, "history", "email", "--until", "soon", "--server", hs.URL); code != 2 || !strings.Contains(errOut, "--until") {
-		t.Fatalf("--until soon: exit %d: %s", code, errOut)
+	for _, until := range []string{"soon", "0001-01-01T00:00:00Z"} {
+		if _, errOut, code := runIn(t, "history", "email", "--until", until, "--server", hs.URL); code != 2 || !strings.Contains(errOut, "--until") {
+			t.Fatalf("--until %s: exit %d: %s", until, code, errOut)
+		}
 	}
 	if _, errOut, code := runIn(t, "history", "sms", "--server", hs.URL); code != 1 || !strings.Contains(errOut, "unknown_type (HTTP 404)") {
 		t.Fatalf("unknown type: exit %d: %s", code, errOut)

@@ -333,6 +333,16 @@ func TestUIAdmin(t *testing.T) {
 	if !strings.Contains(title, "1 succeeded, 1 failed, 0 canceled, 0 retried, 0 recycled") {
 		t.Fatalf("activity bar title %q", title)
 	}
+	// A bar of three parts, two of them too small for a pixel, stays
+	// within the sparkline's 20 px: each part shows, the tallest gives
+	// way.
+	var heights []int
+	e.eval(`import('/ui/assets/dom.js').then(({ sparkline }) =>
+		[...sparkline([{ ok: 98, retried: 1, failed: 1 }]).querySelectorAll('rect:not(.base)')]
+			.map((r) => Number(r.getAttribute('height'))))`, &heights)
+	if len(heights) != 3 || heights[0]+heights[1]+heights[2] != 20 || heights[1] != 1 || heights[2] != 1 {
+		t.Fatalf("a bar of 98 ok, 1 retried and 1 failed: heights %v, want 18, 1, 1", heights)
+	}
 	e.screenshot("ui-overview.png")
 
 	// A type's jobs, by state, filtered.

@@ -78,10 +78,15 @@ export function sparkline(buckets) {
   svg.append(base);
   const top = Math.max(1, ...buckets.map((b) => b.ok + (b.retried ?? 0) + b.failed));
   buckets.forEach((b, i) => {
+    const parts = [[b.ok, 'ok'], [b.retried ?? 0, 'retried'], [b.failed, 'failed']]
+      .map(([n, cls]) => [n ? Math.max(1, Math.round((n / top) * height)) : 0, cls]);
+    // Each count shows at least 1 px: what that adds comes off the
+    // tallest part, so the bar stays within the height.
+    const over = parts.reduce((s, [bh]) => s + bh, 0) - height;
+    if (over > 0) parts.reduce((a, p) => (p[0] > a[0] ? p : a))[0] -= over;
     let y = height;
-    for (const [n, cls] of [[b.ok, 'ok'], [b.retried ?? 0, 'retried'], [b.failed, 'failed']]) {
-      if (!n) continue;
-      const bh = Math.max(1, Math.round((n / top) * height));
+    for (const [bh, cls] of parts) {
+      if (!bh) continue;
       y -= bh;
       const r = document.createElementNS(ns, 'rect');
       r.setAttribute('x', String(i * (w + gap)));
