@@ -230,8 +230,28 @@ func setLocalTime(sel string, d time.Duration) chromedp.Action[chromedp.Void] {
 	})
 }
 
+// click clicks the first element sel matches as a mouse does. A live
+// update may replace the element between its lookup and the click (the
+// browser then answers that it cannot find the node): the click looks it
+// up again, as a person clicks again on what the page now shows.
 func click(sel string) chromedp.Action[chromedp.Void] {
-	return chromedp.Click(chromedp.CSS(sel))
+	return chromedp.Action[chromedp.Void](func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		for {
+			v, err := chromedp.Click(chromedp.CSS(sel))(ctx, t)
+			if err == nil || ctx.Err() != nil || !nodeReplaced(err) {
+				return v, err
+			}
+		}
+	})
+}
+
+// nodeReplaced reports whether err is the browser's answer for a node that
+// left the document after it was looked up.
+func nodeReplaced(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "Could not find node with given id") ||
+		strings.Contains(msg, "Node is detached from document") ||
+		strings.Contains(msg, "No node with given id found")
 }
 
 // login opens the server's root, which sends the browser to the login
