@@ -23,8 +23,8 @@ type ledger struct {
 	// change: every waiting producer wakes once and looks again.
 	changed chan struct{}
 	// dry: no demand is left for the producers to reserve; turned is
-	// closed, and replaced, when that changes (the express loops wait on
-	// it).
+	// closed, and replaced, when that changes (an express loop whose
+	// budget is spent waits on it).
 	dry    bool
 	turned chan struct{}
 }
@@ -52,14 +52,6 @@ func (l *ledger) turnLocked() {
 		close(l.turned)
 		l.turned = make(chan struct{})
 	}
-}
-
-// state reports whether no demand is left to reserve, and a channel
-// closed when that changes.
-func (l *ledger) state() (dry bool, turned <-chan struct{}) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.dry, l.turned
 }
 
 // ask records consumer i asking for n more jobs.
@@ -112,23 +104,31 @@ func (l *ledger) reserve(ctx context.Context, limit int) int {
 	}
 }
 
-// borrow reserves, when the consumers have no demand left for the
-// producers (none available), up to limit jobs beyond it, less what
-// earlier borrows hold undelivered or unpaid: the express accepts of
-// keys newly ready. The deliveries take the borrowed jobs from the
-// consumers' demand, below zero, and their next asks pay them back, so
-// the jobs the pipeline holds exceed the demand by at most limit.
-func (l *ledger) borrow(limit int) int {
+// borrow reserves up to limit jobs for an express accept of keys newly
+// ready: of the demand left, when there is some (the producers' accepts
+// in flight reserved theirs before they read the zones, and would take
+// the keys' jobs only with their next), and otherwise beyond the demand,
+// less what earlier borrows hold undelivered or unpaid. The deliveries
+// take the borrowed jobs from the consumers' demand, below zero, and
+// their next asks pay them back, so the jobs the pipeline holds exceed
+// the demand by at most limit. When it lends nothing (limit ≤ 0, or the
+// budget is spent) it returns a channel closed when demand comes back.
+func (l *ledger) borrow(limit int) (int, <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	avail := l.availableLocked()
-	if avail > 0 || limit <= 0 {
-		return 0
+	if limit <= 0 {
+		return 0, l.turned
 	}
-	k := max(limit+avail, 0)
+	k := limit
+	if avail := l.availableLocked(); avail <= 0 {
+		k = max(limit+avail, 0)
+	}
+	if k == 0 {
+		return 0, l.turned
+	}
 	l.inflight += k
 	l.turnLocked()
-	return k
+	return k, nil
 }
 
 // unreserve gives back reserved demand that was not used.

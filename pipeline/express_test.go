@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jobstage/jobstage/consumer"
 	"github.com/jobstage/jobstage/fdbq"
@@ -29,7 +30,7 @@ type backlogEnv struct {
 	over atomic.Int64
 }
 
-func newBacklogEnv(t *testing.T, express int) *backlogEnv {
+func newBacklogEnv(t *testing.T, express int, po producer.Options) *backlogEnv {
 	e := &backlogEnv{env: newEnv(t, envOptions{}), started: make(chan string, 1000), release: make(chan struct{})}
 	var backlog []fdbq.NewJob
 	for i := range 40 {
@@ -55,7 +56,7 @@ func newBacklogEnv(t *testing.T, express int) *backlogEnv {
 		}
 		return true, nil
 	}, consumer.Options{Concurrency: 3, MaxDemand: maxDemand, MinDemand: 1})
-	p, err := pipeline.From(e.producer(producer.Options{})).To(c).
+	p, err := pipeline.From(e.producer(po)).To(c).
 		WithOptions(pipeline.Options{NoRecovery: true, Express: express}).Build()
 	if err != nil {
 		t.Fatal(err)
@@ -76,13 +77,26 @@ func newBacklogEnv(t *testing.T, express int) *backlogEnv {
 	return e
 }
 
+// waitDemand waits until the consumers' demand not yet met is n: the
+// asks that follow the jobs that ended have reached the pipeline.
+func (e *backlogEnv) waitDemand(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for e.p.Load().Demand() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("demand %d, want %d", e.p.Load().Demand(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // TestExpressStartsANewKeyWhileTheBacklogHoldsTheDemand: with the
 // consumer's demand used up by a backlogged key, a job of a new key is
 // accepted at once by the express loop, beyond the demand, and starts
 // while the backlog's handlers still hold it; without the express loop it
 // would wait for the consumer to ask again.
 func TestExpressStartsANewKeyWhileTheBacklogHoldsTheDemand(t *testing.T) {
-	e := newBacklogEnv(t, 0)
+	e := newBacklogEnv(t, 0, producer.Options{})
 	for i := range 5 {
 		id := fmt.Sprint("b", i)
 		e.add(t, fdbq.NewJob{ID: id, Key: fmt.Sprint("b", i)})
@@ -97,6 +111,33 @@ func TestExpressStartsANewKeyWhileTheBacklogHoldsTheDemand(t *testing.T) {
 	close(e.release)
 }
 
+// TestExpressDoesNotWaitForTheAcceptInFlight: a job of a new key added
+// while the producer's accept of the backlog is on its way to commit (it
+// read the zones before the job was added) and the consumers have asked
+// again meanwhile starts at once, by an express accept from the demand
+// left, not with the producer's next accept after the one in flight.
+func TestExpressDoesNotWaitForTheAcceptInFlight(t *testing.T) {
+	// One accept loop: its accept in flight is the producer's only one.
+	e := newBacklogEnv(t, 0, producer.Options{Acceptors: 1})
+	// The producer's next accept, of the backlog's next job, is held
+	// back at its commit until the end of the test.
+	hold := e.spy.holdCommit(queueKey(tagActive, "t"))
+	defer close(hold.release)
+	e.release <- struct{}{} // one of the two ends: the consumer asks for one more
+	recv(t, hold.held, "the producer's accept held at its commit")
+	e.release <- struct{}{} // the other ends: the consumer asks again
+	e.waitDemand(t, 2)
+	e.add(t, fdbq.NewJob{ID: "b0", Key: "b"})
+	if got := recv(t, e.started, "the new key's job"); got != "b0" {
+		t.Fatalf("started %s, want b0", got)
+	}
+	e.waitFinished(t, "b0")
+	if n := e.over.Load(); n > 0 {
+		t.Fatalf("%d starts saw more jobs held than the demand and the express budget", n)
+	}
+	close(e.release)
+}
+
 // TestExpressBudget: however many new keys come, the pipeline holds at
 // most its demand and Options.Express jobs more, and every job is worked
 // once the backlog's handlers let go.
@@ -105,7 +146,7 @@ func TestExpressBudget(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, seed))
 	for _, express := range []int{1, 3} {
 		t.Run(fmt.Sprint("express=", express), func(t *testing.T) {
-			e := newBacklogEnv(t, express)
+			e := newBacklogEnv(t, express, producer.Options{})
 			var ids []string
 			for i := range 30 {
 				var batch []fdbq.NewJob
@@ -132,7 +173,7 @@ func TestExpressBudget(t *testing.T) {
 // clears its mark). Each of the key's jobs is followed by a job of a new
 // key, which tells that the express loop has read the zones since.
 func TestExpressServesAKeyAgain(t *testing.T) {
-	e := newBacklogEnv(t, 0)
+	e := newBacklogEnv(t, 0, producer.Options{})
 	for i := range 3 * fdbq.DefaultZones {
 		b, c := fmt.Sprint("b", i), fmt.Sprint("c", i)
 		e.add(t, fdbq.NewJob{ID: b, Key: "b"})

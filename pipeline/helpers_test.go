@@ -63,6 +63,25 @@ type spyBackend struct {
 	mu        sync.Mutex
 	armed     int
 	changed   chan struct{} // closed and replaced when armed changes
+	hold      atomic.Pointer[commitHold]
+}
+
+// commitHold holds back the commit of the first transaction that sets a
+// key containing match, until release is closed; held is closed once it
+// waits there.
+type commitHold struct {
+	match   []byte
+	once    sync.Once
+	held    chan struct{}
+	release chan struct{}
+}
+
+// holdCommit holds back the first commit of a transaction that sets a key
+// containing match (see commitHold).
+func (b *spyBackend) holdCommit(match []byte) *commitHold {
+	h := &commitHold{match: match, held: make(chan struct{}), release: make(chan struct{})}
+	b.hold.Store(h)
+	return h
 }
 
 func (b *spyBackend) Begin(ctx context.Context) (kv.Transaction, error) {
@@ -102,6 +121,27 @@ type spyTx struct {
 	kv.Transaction
 	b       *spyBackend
 	watched bool
+	matched bool // set a key the commit hold matches
+}
+
+// Transact runs fn in t itself, so that its writes pass through t.
+func (t *spyTx) Transact(_ context.Context, fn func(kv.Tx) error) error { return fn(t) }
+
+// wrote notes a key set, for the commit hold.
+func (t *spyTx) wrote(key []byte) {
+	if h := t.b.hold.Load(); h != nil && bytes.Contains(key, h.match) {
+		t.matched = true
+	}
+}
+
+func (t *spyTx) Set(key, value []byte) { t.wrote(key); t.Transaction.Set(key, value) }
+func (t *spyTx) SetVersionstampedKey(key, value []byte) {
+	t.wrote(key)
+	t.Transaction.SetVersionstampedKey(key, value)
+}
+func (t *spyTx) SetVersionstampedValue(key, value []byte) {
+	t.wrote(key)
+	t.Transaction.SetVersionstampedValue(key, value)
 }
 
 func (t *spyTx) Watch(key []byte) kv.Watch {
@@ -112,6 +152,14 @@ func (t *spyTx) Watch(key []byte) kv.Watch {
 }
 
 func (t *spyTx) Commit() error {
+	if h := t.b.hold.Load(); t.matched && h != nil {
+		first := false
+		h.once.Do(func() { first = true })
+		if first {
+			close(h.held)
+			<-h.release
+		}
+	}
 	err := t.Transaction.Commit()
 	if err == nil && t.watched {
 		t.b.mu.Lock()
@@ -124,10 +172,11 @@ func (t *spyTx) Commit() error {
 }
 
 // Key tags of fdbq's data model (fdbq/doc.go): the watch key acceptors
-// wait on, and the change key every job change bumps.
+// wait on, the change key every job change bumps, and the running index.
 const (
 	tagWatch  = 3
 	tagChange = 4
+	tagActive = 12 // the running index: an accept sets its entries
 )
 
 func queueKey(tag int, typ string) []byte {

@@ -60,12 +60,14 @@ type Options struct {
 	// Monitor configures the monitor a pipeline starts; the pipelines
 	// that share it use the first one's.
 	Monitor fdbq.MonitorOptions
-	// Express is how many jobs beyond its consumers' demand the pipeline
-	// may hold from express accepts: when a fairness key's jobs become
-	// ready (its zone is marked) while the consumers have no demand left,
-	// a producer's express loop accepts the key's first jobs at once,
-	// rather than at the consumers' next ask behind the keys with a
-	// backlog; a consumer's next ask pays them back. Default
+	// Express is how many jobs an express accept takes, and how many
+	// beyond its consumers' demand the pipeline may hold from them: when
+	// a fairness key's jobs become ready (its zone is marked) while the
+	// producer works a backlog, its express loop accepts the key's first
+	// jobs at once, rather than with the producer's next accept of a full
+	// batch (after the one in flight) or at the consumers' next ask,
+	// behind the keys with a backlog. It takes from the demand left, or
+	// borrows beyond it, which a consumer's next ask pays back. Default
 	// DefaultExpress; negative: none. Under demand dispatch only: the
 	// other dispatchers keep an order or a pace that jobs out of turn
 	// would break.
