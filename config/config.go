@@ -195,8 +195,12 @@ type Pipeline struct {
 	// Express is how many jobs beyond the demand the pipeline may take at
 	// once for fairness keys whose jobs become ready while the demand is
 	// used up (pipeline.Options.Express); 0: none.
-	Express int     `yaml:"express"`
-	Handler Handler `yaml:"handler"`
+	Express int `yaml:"express"`
+	// BatchLimit bounds the jobs one accept takes; Acceptors is how many
+	// accepts the pipeline keeps in flight (producer.Options).
+	BatchLimit int     `yaml:"batch_limit"`
+	Acceptors  int     `yaml:"acceptors"`
+	Handler    Handler `yaml:"handler"`
 }
 
 // Handler is a pipeline's built-in handler; exactly one field is set.

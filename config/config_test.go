@@ -13,6 +13,8 @@ import (
 	"github.com/jobstage/jobstage/config"
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/httpapi"
+	"github.com/jobstage/jobstage/pipeline"
+	"github.com/jobstage/jobstage/producer"
 )
 
 // env returns a lookup over vars, for Parse.
@@ -104,7 +106,8 @@ func TestDefaults(t *testing.T) {
 		}
 	}
 	p := c.Pipelines["p"]
-	if p.Concurrency != 10 || p.MaxDemand != 20 || p.MinDemand != 10 || p.Handler.HTTP.Timeout != config.DefaultHTTPTimeout {
+	if p.Concurrency != 10 || p.MaxDemand != 20 || p.MinDemand != 10 || p.Handler.HTTP.Timeout != config.DefaultHTTPTimeout ||
+		p.BatchLimit != producer.DefaultBatchLimit || p.Acceptors != producer.DefaultAcceptors || p.Express != pipeline.DefaultExpress {
 		t.Errorf("pipeline = %+v %+v", p, p.Handler.HTTP)
 	}
 

@@ -11,6 +11,7 @@ import (
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/httpapi"
 	"github.com/jobstage/jobstage/pipeline"
+	"github.com/jobstage/jobstage/producer"
 )
 
 // kind is the shape of a key's value.
@@ -152,6 +153,10 @@ var schema = object("", "",
 			byDefault("0s"),
 		leaf("express", "Jobs the pipeline may take beyond its demand, at once, when a fairness key's jobs become ready while the demand is used up by the keys with a backlog: such a key's first jobs start without waiting for the backlog's next batch. 0: none.").
 			byDefault(num(pipeline.DefaultExpress)).atLeast(0),
+		leaf("batch_limit", "Jobs one accept takes at most, in one transaction; at most "+num(producer.MaxBatchLimit)+".").
+			byDefault(num(producer.DefaultBatchLimit)).atLeast(1),
+		leaf("acceptors", "Accepts the pipeline keeps in flight at once, each for its share of the demand. More keep jobs coming while one commits, which a store far away (FoundationDB) needs; on the embedded store one accept loop keeps up with the handlers, and a job of a fairness key newly ready behind another key's backlog then starts sooner, since fewer accepts of the backlog are in flight to pick it up (see Fairness in the README).").
+			byDefault(num(producer.DefaultAcceptors)).atLeast(1),
 		object("handler", "What runs each job: exactly one of `exec`, `http` and `go`.",
 			object("exec", "Runs a command per job: the job's data as JSON on stdin; its id, type and attempt in the environment; exit status 0 succeeds with stdout as the result, anything else fails with the tail of stderr.",
 				leaf("command", "The command and its arguments, run directly, never through a shell. Required. The program must be there when the config is loaded: a bare name is looked up in `$PATH`, a path must be an executable file (a relative one is taken from `dir` when that is set)."),

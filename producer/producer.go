@@ -36,7 +36,10 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultBatchLimit  = 100
+	DefaultBatchLimit = 100
+	// MaxBatchLimit is the largest BatchLimit: an accept looks at no more
+	// than this many due jobs (fdbq's widest window).
+	MaxBatchLimit      = 1024
 	DefaultAcceptors   = 4
 	DefaultMinBackoff  = 10 * time.Millisecond
 	DefaultMaxBackoff  = 5 * time.Second
@@ -45,7 +48,8 @@ const (
 
 // Options configure a Producer.
 type Options struct {
-	// BatchLimit bounds the jobs accepted in one transaction.
+	// BatchLimit bounds the jobs accepted in one transaction; default
+	// DefaultBatchLimit, at most MaxBatchLimit.
 	BatchLimit int
 	// Acceptors is how many accepts a pipeline keeps in flight for this
 	// producer at once, each for its own share of the demand; default
@@ -114,6 +118,7 @@ func New(q *fdbq.Queue, typ string, o Options) *Producer {
 	if o.BatchLimit <= 0 {
 		o.BatchLimit = DefaultBatchLimit
 	}
+	o.BatchLimit = min(o.BatchLimit, MaxBatchLimit)
 	if o.Acceptors <= 0 {
 		o.Acceptors = DefaultAcceptors
 	}

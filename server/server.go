@@ -287,7 +287,7 @@ func pipelineConstructor(name string, pc config.Pipeline, drain time.Duration, w
 		if err != nil {
 			return nil, fmt.Errorf("pipeline %s: %w", name, err)
 		}
-		p, err := pipeline.From(producer.New(q, pc.Type, producer.Options{Logger: log, TracerProvider: tp})).
+		p, err := pipeline.From(producer.New(q, pc.Type, producer.Options{BatchLimit: pc.BatchLimit, Acceptors: pc.Acceptors, Logger: log, TracerProvider: tp})).
 			Via(m.Stage()).
 			To(c).
 			// The server runs the monitor (fxjobstage.MonitorModule).

@@ -11,6 +11,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -25,6 +26,7 @@ import (
 	"github.com/jobstage/jobstage/kv"
 	"github.com/jobstage/jobstage/kv/embedded"
 	"github.com/jobstage/jobstage/pipeline"
+	"github.com/jobstage/jobstage/producer"
 )
 
 // Options configure a run. Zero values take the defaults.
@@ -65,6 +67,9 @@ type Options struct {
 	// Express is the pipelines' pipeline.Options.Express: 0 the default,
 	// negative none.
 	Express int
+	// Acceptors is the pipelines' producer.Options.Acceptors, the accepts
+	// each keeps in flight; 0: producer.DefaultAcceptors.
+	Acceptors int
 	// Zones is the zone count of the types the run declares
 	// (fdbq.TypeSettings.Zones); 0: fdbq.DefaultZones.
 	Zones int
@@ -75,6 +80,7 @@ type Options struct {
 // Result is what a run measured.
 type Result struct {
 	Concurrency int  `json:"concurrency"`
+	Acceptors   int  `json:"acceptors"`
 	BatchFinish bool `json:"batch_finish"`
 
 	Jobs               int     `json:"jobs"`
@@ -159,7 +165,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := q.CheckLayout(ctx, db); err != nil {
 		return nil, err
 	}
-	r := &Result{Concurrency: o.Concurrency, BatchFinish: !o.PerJobFinish}
+	r := &Result{Concurrency: o.Concurrency, Acceptors: cmp.Or(o.Acceptors, producer.DefaultAcceptors), BatchFinish: !o.PerJobFinish}
 	b := &run{o: o, q: q, db: db, r: r}
 
 	if o.Jobs > 0 && o.Types > 1 {
@@ -481,8 +487,8 @@ func (b *run) latency(ctx context.Context, typ string, n int) error {
 
 // Print writes r as a table.
 func (r *Result) Print(w io.Writer) {
-	fmt.Fprintf(w, "jobstage bench — embedded store, durable (fsync per commit), no-op handler, concurrency %d, batch finish %v\n",
-		r.Concurrency, r.BatchFinish)
+	fmt.Fprintf(w, "jobstage bench — embedded store, durable (fsync per commit), no-op handler, concurrency %d, %d acceptors, batch finish %v\n",
+		r.Concurrency, r.Acceptors, r.BatchFinish)
 	if r.Jobs > 0 {
 		fmt.Fprintf(w, "burn-down   %9d jobs  insert %8.0f jobs/s (%.2fs)  work %8.0f jobs/s (%.2fs)  %.2f tx/job  %.4f conflicts/tx\n",
 			r.Jobs, r.InsertJobsPerSec, r.InsertSeconds, r.WorkJobsPerSec, r.WorkSeconds, r.WorkTxPerJob, r.WorkConflictsPerTx)

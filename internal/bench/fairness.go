@@ -48,7 +48,7 @@ func (b *run) keyedPipeline(typ string, conc int, handled func(key string)) (*pi
 	if err != nil {
 		return nil, err
 	}
-	return pipeline.From(producer.New(b.q, typ, producer.Options{BatchLimit: 256})).
+	return pipeline.From(producer.New(b.q, typ, producer.Options{BatchLimit: 256, Acceptors: b.o.Acceptors})).
 		To(c).
 		WithOptions(pipeline.Options{BatchFinish: !b.o.PerJobFinish, Express: b.o.Express}).
 		Build()
