@@ -192,9 +192,10 @@ type Pipeline struct {
 	MinDemand int `yaml:"min_demand"`
 	// Timeout bounds one attempt; 0: none.
 	Timeout time.Duration `yaml:"timeout"`
-	// Express is how many jobs beyond the demand the pipeline may take at
-	// once for fairness keys whose jobs become ready while the demand is
-	// used up (pipeline.Options.Express); 0: none.
+	// Express is how many jobs the pipeline takes at once for fairness
+	// keys whose jobs become ready while it works other keys' backlog,
+	// beyond the demand when that is used up (pipeline.Options.Express);
+	// 0: none.
 	Express int `yaml:"express"`
 	// BatchLimit bounds the jobs one accept takes; Acceptors is how many
 	// accepts the pipeline keeps in flight (producer.Options).

@@ -269,7 +269,7 @@ var lintCases = []struct {
 			"  c:\n    type: t\n    concurrency: 2\n    min_demand: 9\n    handler: {exec: {command: [cat]}}\n" +
 			"  d:\n    type: t\n    express: -1\n    handler: {exec: {command: [cat]}}\n" +
 			"  e:\n    type: t\n    batch_limit: 0\n    acceptors: 0\n    handler: {exec: {command: [cat]}}\n" +
-			"  f:\n    type: t\n    batch_limit: 1025\n    handler: {exec: {command: [cat]}}\n",
+			"  f:\n    type: t\n    batch_limit: 1025\n    acceptors: 65\n    handler: {exec: {command: [cat]}}\n",
 		want: []string{
 			"f.yaml:5:18: pipelines.a.concurrency: must be at least 1, got 0",
 			"f.yaml:10:17: pipelines.b.min_demand: must be below max_demand (4), got 4",
@@ -278,6 +278,7 @@ var lintCases = []struct {
 			"f.yaml:23:18: pipelines.e.batch_limit: must be at least 1, got 0",
 			"f.yaml:24:16: pipelines.e.acceptors: must be at least 1, got 0",
 			"f.yaml:28:18: pipelines.f.batch_limit: must be at most 1024, got 1025",
+			"f.yaml:29:16: pipelines.f.acceptors: must be at most 64, got 65",
 		},
 	},
 	{

@@ -151,11 +151,11 @@ var schema = object("", "",
 			computed("max_demand / 2").atLeast(1),
 		leaf("timeout", "Bound on one attempt; when it passes the handler is stopped (an exec command is killed) and the attempt fails. 0: none.").
 			byDefault("0s"),
-		leaf("express", "Jobs the pipeline may take beyond its demand, at once, when a fairness key's jobs become ready while the demand is used up by the keys with a backlog: such a key's first jobs start without waiting for the backlog's next batch. 0: none.").
+		leaf("express", "Jobs the pipeline takes at once, in an accept of their own, when a fairness key's jobs become ready while it works other keys' backlog: from the demand left, or beyond the demand when the backlog uses it up (at most this many more). Such a key's first jobs start without waiting for the backlog's next batch. 0: none.").
 			byDefault(num(pipeline.DefaultExpress)).atLeast(0),
 		leaf("batch_limit", "Jobs one accept takes at most, in one transaction; at most "+num(producer.MaxBatchLimit)+".").
 			byDefault(num(producer.DefaultBatchLimit)).atLeast(1),
-		leaf("acceptors", "Accepts the pipeline keeps in flight at once, each for its share of the demand. More keep jobs coming while one commits, which a store far away (FoundationDB) needs; on the embedded store one accept loop keeps up with the handlers, and a job of a fairness key newly ready behind another key's backlog then starts sooner, since fewer accepts of the backlog are in flight to pick it up (see Fairness in the README).").
+		leaf("acceptors", "Accepts the pipeline keeps in flight at once, each for its share of the demand; at most "+num(producer.MaxAcceptors)+". More keep jobs coming while one commits, which a store far away (FoundationDB) needs; on the embedded store one accept loop keeps up with the handlers, and a job of a fairness key newly ready behind another key's backlog then starts sooner, since fewer accepts of the backlog are in flight to pick it up (see Fairness in the README).").
 			byDefault(num(producer.DefaultAcceptors)).atLeast(1),
 		object("handler", "What runs each job: exactly one of `exec`, `http` and `go`.",
 			object("exec", "Runs a command per job: the job's data as JSON on stdin; its id, type and attempt in the environment; exit status 0 succeeds with stdout as the result, anything else fails with the tail of stderr.",

@@ -359,6 +359,9 @@ func (d *decoder) validatePipeline(c *Config, name string, p *Pipeline) {
 	if p.BatchLimit > producer.MaxBatchLimit {
 		at(fmt.Sprintf("must be at most %d, got %d", producer.MaxBatchLimit, p.BatchLimit), "batch_limit")
 	}
+	if p.Acceptors > producer.MaxAcceptors {
+		at(fmt.Sprintf("must be at most %d, got %d", producer.MaxAcceptors, p.Acceptors), "acceptors")
+	}
 
 	h := p.Handler
 	set := 0

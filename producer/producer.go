@@ -39,7 +39,10 @@ const (
 	DefaultBatchLimit = 100
 	// MaxBatchLimit is the largest BatchLimit: an accept looks at no more
 	// than this many due jobs (fdbq's widest window).
-	MaxBatchLimit      = 1024
+	MaxBatchLimit = 1024
+	// MaxAcceptors is the most Acceptors: each is a goroutine with an
+	// accept in flight, sharing the demand with the others.
+	MaxAcceptors       = 64
 	DefaultAcceptors   = 4
 	DefaultMinBackoff  = 10 * time.Millisecond
 	DefaultMaxBackoff  = 5 * time.Second
@@ -53,8 +56,8 @@ type Options struct {
 	BatchLimit int
 	// Acceptors is how many accepts a pipeline keeps in flight for this
 	// producer at once, each for its own share of the demand; default
-	// DefaultAcceptors. Under partition dispatch it is 1, so that jobs are
-	// accepted in order.
+	// DefaultAcceptors, at most MaxAcceptors. Under partition dispatch it
+	// is 1, so that jobs are accepted in order.
 	Acceptors int
 	// Window is passed to fdbq.AcceptOptions.Window; 0 lets fdbq choose.
 	// 1 accepts in strict order (fdbq widens the window to the batch and
@@ -122,6 +125,7 @@ func New(q *fdbq.Queue, typ string, o Options) *Producer {
 	if o.Acceptors <= 0 {
 		o.Acceptors = DefaultAcceptors
 	}
+	o.Acceptors = min(o.Acceptors, MaxAcceptors)
 	if o.MinBackoff <= 0 {
 		o.MinBackoff = DefaultMinBackoff
 	}

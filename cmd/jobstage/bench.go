@@ -24,7 +24,7 @@ func (c *cli) bench(args []string) (err error) {
 	fs.IntVar(&o.FairSamples, "fair-samples", 200, "fairness: jobs of the new key timed from enqueue to start")
 	fs.IntVar(&o.Shares, "shares", 0, "fairness: three keys weighted 1:2:1 with this many jobs each, this many worked (0: off)")
 	fs.IntVar(&o.Zones, "zones", 0, "zones of each type the run declares (0: the default)")
-	fs.IntVar(&o.Express, "express", 0, "jobs a pipeline may accept beyond its demand for keys newly ready (0: the default; -1: none)")
+	fs.IntVar(&o.Express, "express", 0, "jobs a pipeline accepts at once for keys newly ready behind a backlog, beyond its demand if need be (0: the default; -1: none)")
 	fs.IntVar(&o.Acceptors, "acceptors", 0, "accepts each pipeline keeps in flight (0: the default, 4)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	memprofile := fs.String("memprofile", "", "write a profile of the run's allocations to this file")
