@@ -2,6 +2,7 @@ package fdbq_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -85,6 +86,45 @@ func TestReadyZonesFresh(t *testing.T) {
 		t.Fatal("an index of three zones read one at a time is not partial")
 	}
 	freshIs(t, "a partial read", r6.Fresh(r5))
+}
+
+// TestReadyZonesFreshKeepsABackloggedKey: a key with jobs in two zones,
+// one of which an accept empties and an add marks again, is not fresh: its
+// other zone kept its mark, so it has a backlog the accepts work, and a
+// key fed one job at a time while it is worked is not served as new. A
+// key all of whose marked zones are new is.
+func TestReadyZonesFreshKeepsABackloggedKey(t *testing.T) {
+	s := fdbq.DefaultTypeSettings()
+	s.Zones = 2
+	q, _ := openTestQueue(t, nil, s)
+	// Two ids of key "a" in each of its two zones.
+	var in [2][]string
+	for i := 0; len(in[0]) < 2 || len(in[1]) < 2; i++ {
+		id := fmt.Sprint("a", i)
+		if z := fdbq.ShardOf(id, 2); len(in[z]) < 2 {
+			in[z] = append(in[z], id)
+		}
+	}
+	// Zone 0 holds one job, the first by priority; zone 1 two.
+	addJob(t, q, fdbq.NewJob{ID: in[0][0], Key: "a", Priority: 9})
+	addJob(t, q, fdbq.NewJob{ID: in[1][0], Key: "a", Priority: 5})
+	addJob(t, q, fdbq.NewJob{ID: in[1][1], Key: "a", Priority: 1})
+	r0 := readyZones(t, q)
+	// The first accept takes zone 0's job; the second, zone 1's first,
+	// and finds zone 0 empty: it clears zone 0's mark. Zone 1 keeps its.
+	for _, want := range []string{in[0][0], in[1][0]} {
+		ls := acceptNoWait(t, q, fdbq.AcceptOptions{Max: 1, Keys: []string{"a"}})
+		if ids := leaseIDsOf(ls); len(ids) != 1 || ids[0] != want {
+			t.Fatalf("accepted %q, want %s", ids, want)
+		}
+	}
+	addJob(t, q, fdbq.NewJob{ID: in[0][1], Key: "a"}) // marks zone 0 anew
+	r1 := readyZones(t, q)
+	freshIs(t, "a's zone 0 marked again while zone 1 kept its mark", r1.Fresh(r0))
+
+	addJob(t, q, fdbq.NewJob{ID: "b1", Key: "b"})
+	r2 := readyZones(t, q)
+	freshIs(t, "b marked, a as before", r2.Fresh(r1), "b")
 }
 
 // TestAcceptKeys: an accept restricted to named keys takes only their

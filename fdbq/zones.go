@@ -392,12 +392,14 @@ func (r *ReadyZones) Keys() []string { return slices.Clone(r.tz.keys) }
 // Partial reports an index larger than one read.
 func (r *ReadyZones) Partial() bool { return r.tz.partial }
 
-// Fresh returns the keys with a zone marked in r that was not marked in
-// prev, or was marked again since (its mark's token differs): the keys
-// with jobs that became ready between the two reads and found their zone
-// empty. A zone's mark stays while its jobs are taken, until an accept
-// finds it empty, so a key worked all along, with a backlog, is not among
-// them. With prev nil, or either read partial, it returns none.
+// Fresh returns the keys every zone of which that is marked in r was not
+// marked in prev, or was marked again since (its mark's token differs):
+// the keys whose jobs became ready between the two reads and found their
+// zones empty. A zone's mark stays while its jobs are taken, until an
+// accept finds it empty, so a key worked all along, with a backlog, is
+// not among them, even while jobs added to it one at a time mark again
+// the zones the accepts empty: its other zones keep their marks. With prev
+// nil, or either read partial, it returns none.
 func (r *ReadyZones) Fresh(prev *ReadyZones) []string {
 	if prev == nil || r.tz == prev.tz || r.tz.partial || prev.tz.partial {
 		return nil
@@ -406,15 +408,18 @@ func (r *ReadyZones) Fresh(prev *ReadyZones) []string {
 	for _, key := range r.tz.keys {
 		// Both lists of shards are in index order, ascending.
 		was, wasTok := prev.tz.of[key], prev.tz.tokens[key]
-		j := 0
+		j, fresh := 0, true
 		for i, sh := range r.tz.of[key] {
 			for j < len(was) && was[j] < sh {
 				j++
 			}
-			if j == len(was) || was[j] != sh || wasTok[j] != r.tz.tokens[key][i] {
-				out = append(out, key)
+			if j < len(was) && was[j] == sh && wasTok[j] == r.tz.tokens[key][i] {
+				fresh = false // marked in both reads, by the same marking
 				break
 			}
+		}
+		if fresh {
+			out = append(out, key)
 		}
 	}
 	return out
