@@ -383,9 +383,18 @@ func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lea
 		if res.watchChanges {
 			res.next = earliest(res.next, q.nowMs()+max(interest.renewIn().Milliseconds(), 1))
 		}
-		o.Group.park(1)
+		// A wait for another accept of the group to let go is no wait for
+		// jobs to become ready: the group is not parked by it (an express
+		// loop keeps its baseline, and a backlog held by the others stays
+		// one).
+		parks := res.groupWake == nil
+		if parks {
+			o.Group.park(1)
+		}
 		again, err := q.acceptWait(ctx, res, deadline, &rewatch)
-		o.Group.park(-1)
+		if parks {
+			o.Group.park(-1)
+		}
 		if !again {
 			return nil, err
 		}

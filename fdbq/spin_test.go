@@ -209,6 +209,10 @@ func TestSpinAcceptGroup(t *testing.T) {
 	hq, out, commits := blocked(t, q, nil, acceptInto(t, fdbq.AcceptOptions{MaxScheduledAt: bound, Timeout: -1, Group: &g}))
 	quietTransactions(t, hq.DB(), "accept whose jobs the group holds")
 	notReturned(t, out, "the accept")
+	// Waiting for the holder is no wait for jobs to become ready.
+	if parked, _ := g.Parked(); parked {
+		t.Fatal("the group is parked while its accept waits for the holder to let go")
+	}
 
 	close(proceed)
 	if got := recvWithin(t, held, "the holder"); got.err != nil || !slices.Equal(leaseIDsOf(got.leases), []string{"held"}) {
@@ -221,6 +225,10 @@ func TestSpinAcceptGroup(t *testing.T) {
 	}
 	quietTransactions(t, hq.DB(), "accept of a group with nothing it can take")
 	notReturned(t, out, "the accept")
+	// It parks: it waits on the store for jobs to become ready.
+	for parked, changed := g.Parked(); !parked; parked, changed = g.Parked() {
+		recvWithin(t, changed, "the group parked by its accept's wait on the store")
+	}
 	addJob(t, q, fdbq.NewJob{ID: "inside", ScheduledAt: bound})
 	wantAccepted(t, out, "inside")
 }
