@@ -282,7 +282,11 @@
 //   - MaxStarts per Per is counted in the store by every accept, in windows
 //     that begin at the first start after the last one ended, by the clock
 //     of the accepting process: clocks that disagree by d move a window's
-//     edges by up to d.
+//     edges by up to d. A window opened by a clock ahead of the accepting
+//     one holds, its starts counted, until it ends by the accepting clock,
+//     if that clock is ahead by less than max(Per, 1 minute); one opened
+//     further ahead is taken for a clock gone wrong, and a new window
+//     opens (between clocks that far apart the bound does not hold).
 //   - MaxRunning 1 is a sequence: the key's jobs run one at a
 //     time, in priority and then scheduled order, across every process. A
 //     job that fails and is retried later is scheduled after its retry

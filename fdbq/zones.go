@@ -235,7 +235,8 @@ func (q *Queue) allowance(tx kv.Tx, typ, key string, p KeyPolicy, now int64) (*k
 		per := p.Per.Milliseconds()
 		if windowEnded(a.window, per, now) {
 			// The window ended (or was opened by a clock far ahead of
-			// this one): a new one opens with this accept.
+			// this one, see windowEnded): a new one opens with this
+			// accept.
 			a.window, a.started = now, 0
 		}
 		a.left = min(a.left, p.MaxStarts-int(a.started))
@@ -457,6 +458,19 @@ func decodeStarts(b []byte) (start, started int64, ok bool) {
 }
 
 // windowEnded reports whether a rate window of per ms opened at start no
-// longer holds at now: it ended, or a clock far ahead of this one opened
-// it.
-func windowEnded(start, per, now int64) bool { return now >= start+per || now < start-per }
+// longer holds at now: it ended, or a clock further ahead of this one than
+// windowSkew(per) opened it. A window opened by a clock ahead by less holds
+// until it ends by this clock, its starts counted: were it taken for ended
+// as soon as this clock is a window behind, two processes whose clocks
+// disagree by more than per would each open a new window after the
+// other's, and the bound would not hold at all.
+func windowEnded(start, per, now int64) bool {
+	return now >= start+per || now < start-windowSkew(per)
+}
+
+// windowSkew is how far ahead of this one a clock that opened a rate window
+// of per ms may be for the window to hold: per, and at least a minute. A
+// window opened by a clock further ahead is taken for the work of a clock
+// gone wrong, and a new one opens rather than hold the key back until this
+// clock reaches it.
+func windowSkew(per int64) int64 { return max(per, time.Minute.Milliseconds()) }
