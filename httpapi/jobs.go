@@ -340,15 +340,19 @@ func parseState(field, v string) (fdbq.State, error) {
 }
 
 // onlyParams refuses query parameters the route does not know, so a
-// misspelt one is not silently ignored.
+// misspelt one is not silently ignored, and any given more than once.
 func onlyParams(q url.Values, known ...string) error {
-	for k := range q {
+	for k, vs := range q {
 		ok := false
 		for _, n := range known {
 			ok = ok || k == n
 		}
 		if !ok {
 			return invalid("unknown query parameter %q (known: %v)", k, known)
+		}
+		if len(vs) > 1 {
+			// Which one a reader takes is not what the client meant.
+			return invalid("%s: given %d times; give it once", k, len(vs))
 		}
 	}
 	return nil

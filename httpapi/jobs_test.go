@@ -292,6 +292,8 @@ func TestBadRequests(t *testing.T) {
 		{"bad limit", "GET", "/v1/types/email/jobs?limit=0", ``, 400, httpapi.CodeInvalid, []string{"limit"}},
 		{"bad cursor", "GET", "/v1/types/email/jobs?cursor=zzz", ``, 400, httpapi.CodeInvalid, []string{"cursor"}},
 		{"unknown parameter", "GET", "/v1/types/email/jobs?stat=pending", ``, 400, httpapi.CodeInvalid, []string{`"stat"`}},
+		{"a parameter given twice", "GET", "/v1/types/email/jobs?limit=1&limit=2", ``, 400, httpapi.CodeInvalid, []string{`limit: given 2 times`}},
+		{"a parameter given twice, the second bad", "GET", "/v1/types/email/jobs?key=a&key=%ff", ``, 400, httpapi.CodeInvalid, []string{`key: given 2 times`}},
 		{"wait too long", "GET", "/v1/types/email/jobs/x/wait?timeout=2m", ``, 400, httpapi.CodeInvalid, []string{"timeout", "60s"}},
 		{"wait bad state", "GET", "/v1/types/email/jobs/x/wait?state=gone", ``, 400, httpapi.CodeInvalid, []string{"state"}},
 		{"accept negative", "POST", "/v1/types/email/accept", `{"max": -1}`, 400, httpapi.CodeInvalid, []string{"max"}},
