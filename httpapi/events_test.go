@@ -184,6 +184,8 @@ func TestEventsRefusals(t *testing.T) {
 		{"admin-secret", "?type=%ff", "", 400, httpapi.CodeInvalid, "type"},
 		{"admin-secret", "?type=", "", 400, httpapi.CodeInvalid, "type"},
 		{"admin-secret", "?cursor=zz", "", 400, httpapi.CodeInvalid, "cursor"},
+		{"admin-secret", "?types=email", "", 400, httpapi.CodeInvalid, `unknown query parameter "types"`},
+		{"admin-secret", "?cursor=&cursor=zz", "", 400, httpapi.CodeInvalid, "cursor: given 2 times"},
 		{"admin-secret", "?type=email&type=nosuch", "", 404, httpapi.CodeUnknownType, "nosuch"},
 		{"admin-secret", "", "0123", 400, httpapi.CodeInvalid, "Last-Event-ID"},
 		{"admin-secret", "?type=" + strings.Repeat("t&type=", 100) + "t", "", 400, httpapi.CodeInvalid, "at most 100"},
