@@ -146,8 +146,21 @@ func (g *AcceptGroup) park(d int) {
 	}
 }
 
-// Waits is how many waits for jobs to become ready the group's accepts
-// began: an accept during which it did not move found its jobs at once.
+// noteWait counts a wait of an accept of the group that does not park it
+// (one for another accept of the group to let go). A nil group counts
+// nothing.
+func (g *AcceptGroup) noteWait() {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	g.waits++
+	g.mu.Unlock()
+}
+
+// Waits is how many waits the group's accepts began, for jobs to become
+// ready or for another accept of the group to let go: an accept during
+// which it did not move found its jobs at once.
 func (g *AcceptGroup) Waits() uint64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -385,11 +398,13 @@ func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lea
 		}
 		// A wait for another accept of the group to let go is no wait for
 		// jobs to become ready: the group is not parked by it (an express
-		// loop keeps its baseline, and a backlog held by the others stays
-		// one).
+		// loop keeps its baseline). It is a wait all the same (Waits): the
+		// accept did not find its jobs at once.
 		parks := res.groupWake == nil
 		if parks {
 			o.Group.park(1)
+		} else {
+			o.Group.noteWait()
 		}
 		again, err := q.acceptWait(ctx, res, deadline, &rewatch)
 		if parks {
