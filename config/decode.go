@@ -576,6 +576,9 @@ func (f *field) parse(s string) (reflect.Value, string) {
 		if f.min != nil && n < *f.min {
 			return reflect.Value{}, fmt.Sprintf("must be at least %d, got %d", *f.min, n)
 		}
+		if f.max != nil && n > *f.max {
+			return reflect.Value{}, fmt.Sprintf("must be at most %d, got %d", *f.max, n)
+		}
 		if f.typ.Kind() == reflect.Int && int64(int(n)) != n {
 			return reflect.Value{}, fmt.Sprintf("%d is too large", n)
 		}

@@ -108,6 +108,8 @@ func typeDoc(f *field) string {
 	switch {
 	case f.enum != nil:
 		return "one of `" + strings.Join(f.enum, "`, `") + "`"
+	case f.min != nil && f.max != nil:
+		return fmt.Sprintf("%s from %d to %d", f.kind.what(), *f.min, *f.max)
 	case f.min != nil:
 		return fmt.Sprintf("%s ≥ %d", f.kind.what(), *f.min)
 	case f.kind == kindMap:

@@ -44,7 +44,8 @@ type field struct {
 	def    string
 	defDoc string
 	enum   []string
-	min    *int64
+	min    *int64 // bounds of an integer, when set
+	max    *int64
 	fields []*field // of an object, optional object, map or list element
 	// reject names keys that are not part of the schema but are common
 	// mistakes, with the message to give.
@@ -75,6 +76,7 @@ func (f *field) byDefault(def string) *field { f.def = def; return f }
 func (f *field) computed(doc string) *field  { f.defDoc = doc; return f }
 func (f *field) oneOf(v ...string) *field    { f.enum = v; return f }
 func (f *field) atLeast(n int64) *field      { f.min = &n; return f }
+func (f *field) atMost(n int64) *field       { f.max = &n; return f }
 func (f *field) rejecting(key, msg string) *field {
 	if f.reject == nil {
 		f.reject = map[string]string{}
@@ -153,10 +155,10 @@ var schema = object("", "",
 			byDefault("0s"),
 		leaf("express", "Jobs the pipeline takes at once, in an accept of their own, when a fairness key's jobs become ready while it works other keys' backlog: from the demand left, or beyond the demand when the backlog uses it up (at most this many more). Such a key's first jobs start without waiting for the backlog's next batch. 0: none.").
 			byDefault(num(pipeline.DefaultExpress)).atLeast(0),
-		leaf("batch_limit", "Jobs one accept takes at most, in one transaction; at most "+num(producer.MaxBatchLimit)+".").
-			byDefault(num(producer.DefaultBatchLimit)).atLeast(1),
-		leaf("acceptors", "Accepts the pipeline keeps in flight at once, each for its share of the demand; at most "+num(producer.MaxAcceptors)+". More keep jobs coming while one commits, which a store far away (FoundationDB) needs; on the embedded store one accept loop keeps up with the handlers, and a job of a fairness key newly ready behind another key's backlog then starts sooner, since fewer accepts of the backlog are in flight to pick it up (see Fairness in the README).").
-			byDefault(num(producer.DefaultAcceptors)).atLeast(1),
+		leaf("batch_limit", "Jobs one accept takes at most, in one transaction.").
+			byDefault(num(producer.DefaultBatchLimit)).atLeast(1).atMost(producer.MaxBatchLimit),
+		leaf("acceptors", "Accepts the pipeline keeps in flight at once, each for its share of the demand. More keep jobs coming while one commits, which a store far away (FoundationDB) needs; on the embedded store one accept loop keeps up with the handlers, and a job of a fairness key newly ready behind another key's backlog then starts sooner, since fewer accepts of the backlog are in flight to pick it up (see Fairness in the README).").
+			byDefault(num(producer.DefaultAcceptors)).atLeast(1).atMost(producer.MaxAcceptors),
 		object("handler", "What runs each job: exactly one of `exec`, `http` and `go`.",
 			object("exec", "Runs a command per job: the job's data as JSON on stdin; its id, type and attempt in the environment; exit status 0 succeeds with stdout as the result, anything else fails with the tail of stderr.",
 				leaf("command", "The command and its arguments, run directly, never through a shell. Required. The program must be there when the config is loaded: a bare name is looked up in `$PATH`, a path must be an executable file (a relative one is taken from `dir` when that is set)."),

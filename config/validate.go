@@ -21,7 +21,6 @@ import (
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/handlers"
 	"github.com/jobstage/jobstage/httpapi"
-	"github.com/jobstage/jobstage/producer"
 )
 
 // validate checks what the schema's per-key rules cannot: rules between
@@ -354,13 +353,6 @@ func (d *decoder) validatePipeline(c *Config, name string, p *Pipeline) {
 			how = ", 2 × concurrency"
 		}
 		at(fmt.Sprintf("must be below max_demand (%d%s), got %d", p.MaxDemand, how, p.MinDemand), "min_demand")
-	}
-
-	if p.BatchLimit > producer.MaxBatchLimit {
-		at(fmt.Sprintf("must be at most %d, got %d", producer.MaxBatchLimit, p.BatchLimit), "batch_limit")
-	}
-	if p.Acceptors > producer.MaxAcceptors {
-		at(fmt.Sprintf("must be at most %d, got %d", producer.MaxAcceptors, p.Acceptors), "acceptors")
 	}
 
 	h := p.Handler

@@ -336,7 +336,7 @@ func (q *Queue) Accept(ctx context.Context, typ string, o AcceptOptions) ([]*Lea
 		claimMs := q.nowMs()
 		wait := o.Timeout != 0
 		if o.Group != nil && !fixedWindow {
-			o.Window = min(max(DefaultWindow, o.Max+o.Group.held()), maxWindow)
+			o.Window = min(max(DefaultWindow, o.Max+o.Group.held()), MaxWindow)
 		}
 		res, err := q.acceptCommit(ctx, typ, o, lock, claimMs, wait, blind)
 		if err != nil {
@@ -467,7 +467,7 @@ func (o AcceptOptions) withDefaults() (AcceptOptions, bool) {
 	if !fixedWindow {
 		o.Window = max(4*o.Max, DefaultWindow)
 	}
-	o.Window = min(max(o.Window, o.Max), maxWindow)
+	o.Window = min(max(o.Window, o.Max), MaxWindow)
 	return o, fixedWindow
 }
 
@@ -582,8 +582,9 @@ func anyReady(ws []kv.Watch) (<-chan struct{}, func()) {
 	}
 }
 
-// maxWindow bounds AcceptOptions.Window.
-const maxWindow = 1024
+// MaxWindow bounds AcceptOptions.Window, and so the jobs one accept
+// takes.
+const MaxWindow = 1024
 
 // timerMs is a wait of ms milliseconds for a timer: at least one, and at
 // most what a time.Duration holds, so that a job scheduled centuries ahead

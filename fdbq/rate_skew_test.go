@@ -1,13 +1,16 @@
 package fdbq_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/internal/jobtest"
+	"github.com/jobstage/jobstage/kv/kvtest"
 )
 
 // TestKeyRateLimitAcrossSkewedClocks: two processes whose clocks disagree
@@ -86,5 +89,59 @@ func TestKeyRateLimitWindowFarAhead(t *testing.T) {
 	}
 	if ls := acceptNoWait(t, q, fdbq.AcceptOptions{Max: 1}); len(ls) != 1 {
 		t.Fatalf("the right clock started %d after a window opened two minutes ahead, want 1", len(ls))
+	}
+}
+
+// TestKeyRateLimitUnderFaults: accepts of a rated key by two processes
+// whose clocks disagree by more than Per (less than a minute), on a store
+// whose commits conflict, come back too old, or report
+// commit_unknown_result whether they applied or not. The bound of two
+// windows holds, and every start the store recorded is a lease an accept
+// returned: a retried accept that had applied neither starts its jobs
+// again nor counts them twice in the window.
+func TestKeyRateLimitUnderFaults(t *testing.T) {
+	seed := jobtest.Seed(t)
+	const maxStarts, per, skew = 3, time.Second, 20 * time.Second
+	s := fdbq.DefaultTypeSettings()
+	s.KeyDefault = fdbq.KeyPolicy{MaxStarts: maxStarts, Per: per}
+	clean, _ := limitedQueue(t, s)
+	addKeyed(t, clean, "a", 30)
+	fo := kvtest.DefaultFaultOptions(int64(seed))
+	fo.UnknownAppliedRate = 0.3
+	db, fb := kvtest.NewFaultyDB(clean.DB(), fo)
+	behind := fdbq.New(db, fdbq.Options{Now: clean.Now})
+	ahead := fdbq.New(db, fdbq.Options{Now: func() time.Time { return clean.Now().Add(skew) }})
+	rng := rand.New(rand.NewPCG(seed, seed))
+	returned := 0
+	for range 40 {
+		q := behind
+		if rng.IntN(2) == 0 {
+			q = ahead
+		}
+		returned += len(acceptNoWait(t, q, fdbq.AcceptOptions{Max: 1 + rng.IntN(3)}))
+	}
+	if fb.Counts().UnknownApplied == 0 {
+		t.Fatal("no commit reported commit_unknown_result after it applied: the test tried nothing")
+	}
+	if returned > 2*maxStarts || returned < maxStarts {
+		t.Fatalf("accepts returned %d jobs of a key with max_starts %d per %s, clocks %s apart: want %d to %d", returned, maxStarts, per, skew, maxStarts, 2*maxStarts)
+	}
+	running, err := clean.Count(context.Background(), clean.DB(), "email", fdbq.Running)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if running != int64(returned) {
+		t.Fatalf("%d jobs running in the store, %d returned by the accepts", running, returned)
+	}
+	page, err := clean.Keys(context.Background(), clean.DB(), "email", fdbq.KeysOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(page.Keys, func(k fdbq.KeyInfo) bool { return k.Key == "a" })
+	if i < 0 {
+		t.Fatalf("key a not listed: %+v", page.Keys)
+	}
+	if w := page.Keys[i].Window; w == nil || w.Started < 1 || w.Started > maxStarts {
+		t.Fatalf("a's window %+v: want 1 to %d starts counted in the last window", w, maxStarts)
 	}
 }

@@ -57,15 +57,9 @@ type Event struct {
 // now). The first event, "ready", carries the stream's starting cursor.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	for k, vs := range q {
-		switch {
-		case k == "type":
-		case k == "cursor" && len(vs) > 1:
-			return invalid("cursor: given %d times; give it once", len(vs))
-		case k != "cursor":
-			// A misspelt type parameter would follow every type.
-			return invalid("unknown query parameter %q (known: type, cursor)", k)
-		}
+	// A misspelt type parameter would follow every type.
+	if err := params(q, []string{"type"}, "type", "cursor"); err != nil {
+		return err
 	}
 	types := q["type"]
 	if len(types) > fdbq.MaxFollowTypes {

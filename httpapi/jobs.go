@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -341,16 +342,16 @@ func parseState(field, v string) (fdbq.State, error) {
 
 // onlyParams refuses query parameters the route does not know, so a
 // misspelt one is not silently ignored, and any given more than once.
-func onlyParams(q url.Values, known ...string) error {
+func onlyParams(q url.Values, known ...string) error { return params(q, nil, known...) }
+
+// params is onlyParams for a route some of whose parameters (repeated)
+// may be given more than once.
+func params(q url.Values, repeated []string, known ...string) error {
 	for k, vs := range q {
-		ok := false
-		for _, n := range known {
-			ok = ok || k == n
-		}
-		if !ok {
+		if !slices.Contains(known, k) {
 			return invalid("unknown query parameter %q (known: %v)", k, known)
 		}
-		if len(vs) > 1 {
+		if len(vs) > 1 && !slices.Contains(repeated, k) {
 			// Which one a reader takes is not what the client meant.
 			return invalid("%s: given %d times; give it once", k, len(vs))
 		}

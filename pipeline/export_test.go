@@ -17,3 +17,14 @@ func MonitorUsers(p *Pipeline) int {
 	}
 	return 0
 }
+
+// DemandChanged is a channel closed at the next change of p's demand or
+// reservations (the ledger's changed), for a test that waits for one.
+func DemandChanged(p *Pipeline) <-chan struct{} {
+	p.mu.Lock()
+	l := p.ledger
+	p.mu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.changed
+}

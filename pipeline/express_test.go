@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/jobstage/jobstage/consumer"
 	"github.com/jobstage/jobstage/fdbq"
@@ -81,12 +80,13 @@ func newBacklogEnv(t *testing.T, express int, po producer.Options) *backlogEnv {
 // asks that follow the jobs that ended have reached the pipeline.
 func (e *backlogEnv) waitDemand(t *testing.T, n int) {
 	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for e.p.Load().Demand() != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("demand %d, want %d", e.p.Load().Demand(), n)
+	p := e.p.Load()
+	for {
+		changed := pipeline.DemandChanged(p) // before the read: no change falls between
+		if p.Demand() == n {
+			return
 		}
-		time.Sleep(time.Millisecond)
+		recv(t, changed, fmt.Sprintf("demand %d (now %d)", n, p.Demand()))
 	}
 }
 

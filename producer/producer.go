@@ -38,8 +38,8 @@ import (
 const (
 	DefaultBatchLimit = 100
 	// MaxBatchLimit is the largest BatchLimit: an accept looks at no more
-	// than this many due jobs (fdbq's widest window).
-	MaxBatchLimit = 1024
+	// than this many due jobs.
+	MaxBatchLimit = fdbq.MaxWindow
 	// MaxAcceptors is the most Acceptors: each is a goroutine with an
 	// accept in flight, sharing the demand with the others.
 	MaxAcceptors       = 64

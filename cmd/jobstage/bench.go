@@ -8,6 +8,7 @@ import (
 
 	"github.com/jobstage/jobstage/fdbq"
 	"github.com/jobstage/jobstage/internal/bench"
+	"github.com/jobstage/jobstage/producer"
 )
 
 func (c *cli) bench(args []string) (err error) {
@@ -25,7 +26,7 @@ func (c *cli) bench(args []string) (err error) {
 	fs.IntVar(&o.Shares, "shares", 0, "fairness: three keys weighted 1:2:1 with this many jobs each, this many worked (0: off)")
 	fs.IntVar(&o.Zones, "zones", 0, "zones of each type the run declares (0: the default)")
 	fs.IntVar(&o.Express, "express", 0, "jobs a pipeline accepts at once for keys newly ready behind a backlog, beyond its demand if need be (0: the default; -1: none)")
-	fs.IntVar(&o.Acceptors, "acceptors", 0, "accepts each pipeline keeps in flight (0: the default, 4)")
+	fs.IntVar(&o.Acceptors, "acceptors", 0, fmt.Sprintf("accepts each pipeline keeps in flight, at most %d (0: the default, %d)", producer.MaxAcceptors, producer.DefaultAcceptors))
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	memprofile := fs.String("memprofile", "", "write a profile of the run's allocations to this file")
 	fs.StringVar(&o.Dir, "dir", "", "store directory, empty or new (default: a temporary directory, removed after)")
@@ -35,8 +36,8 @@ func (c *cli) bench(args []string) (err error) {
 		return err
 	}
 	if o.Jobs < 0 || o.Latency < 0 || o.Duration < 0 || o.Concurrency < 1 || o.InsertBatch < 0 ||
-		o.Types < 0 || o.Zones < 0 || o.Zones > fdbq.MaxZones || o.Backlog < 0 || o.FairSamples < 1 || o.Shares < 0 || o.Acceptors < 0 {
-		return usagef("jobs, duration, latency, insert-batch, types, backlog, shares and acceptors must be ≥ 0, concurrency and fair-samples ≥ 1, zones from 0 to %d", fdbq.MaxZones)
+		o.Types < 0 || o.Zones < 0 || o.Zones > fdbq.MaxZones || o.Backlog < 0 || o.FairSamples < 1 || o.Shares < 0 || o.Acceptors < 0 || o.Acceptors > producer.MaxAcceptors {
+		return usagef("jobs, duration, latency, insert-batch, types, backlog and shares must be ≥ 0, concurrency and fair-samples ≥ 1, zones from 0 to %d, acceptors from 0 to %d", fdbq.MaxZones, producer.MaxAcceptors)
 	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
