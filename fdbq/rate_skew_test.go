@@ -34,14 +34,7 @@ func TestKeyRateLimitAcrossSkewedClocks(t *testing.T) {
 			behind, _ := limitedQueue(t, s)
 			ahead := fdbq.New(behind.DB(), fdbq.Options{Now: func() time.Time { return behind.Now().Add(skew) }})
 			addKeyed(t, behind, "a", 30) // due on both clocks
-			started := 0
-			for range 40 {
-				q := behind
-				if rng.IntN(2) == 0 {
-					q = ahead
-				}
-				started += len(acceptNoWait(t, q, fdbq.AcceptOptions{Max: 1 + rng.IntN(3)}))
-			}
+			started := acceptInTurns(t, rng, 40, behind, ahead)
 			if started > 2*maxStarts {
 				t.Fatalf("%d starts of one key with max_starts %d per %s, clocks %s apart and stopped: the bound did not hold", started, maxStarts, per, skew)
 			}
@@ -112,14 +105,7 @@ func TestKeyRateLimitUnderFaults(t *testing.T) {
 	behind := fdbq.New(db, fdbq.Options{Now: clean.Now})
 	ahead := fdbq.New(db, fdbq.Options{Now: func() time.Time { return clean.Now().Add(skew) }})
 	rng := rand.New(rand.NewPCG(seed, seed))
-	returned := 0
-	for range 40 {
-		q := behind
-		if rng.IntN(2) == 0 {
-			q = ahead
-		}
-		returned += len(acceptNoWait(t, q, fdbq.AcceptOptions{Max: 1 + rng.IntN(3)}))
-	}
+	returned := acceptInTurns(t, rng, 40, behind, ahead)
 	if fb.Counts().UnknownApplied == 0 {
 		t.Fatal("no commit reported commit_unknown_result after it applied: the test tried nothing")
 	}
@@ -144,4 +130,15 @@ func TestKeyRateLimitUnderFaults(t *testing.T) {
 	if w := page.Keys[i].Window; w == nil || w.Started < 1 || w.Started > maxStarts {
 		t.Fatalf("a's window %+v: want 1 to %d starts counted in the last window", w, maxStarts)
 	}
+}
+
+// acceptInTurns makes n accepts of 1 to 3 jobs, each by one of qs chosen
+// at random, and returns how many jobs they took.
+func acceptInTurns(t *testing.T, rng *rand.Rand, n int, qs ...*fdbq.Queue) int {
+	t.Helper()
+	took := 0
+	for range n {
+		took += len(acceptNoWait(t, qs[rng.IntN(len(qs))], fdbq.AcceptOptions{Max: 1 + rng.IntN(3)}))
+	}
+	return took
 }
